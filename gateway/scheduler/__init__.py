@@ -1,0 +1,1 @@
+"""Placement: pure policies over frozen snapshots of the farm (no I/O, no await)."""

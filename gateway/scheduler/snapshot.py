@@ -1,0 +1,62 @@
+"""What a placement policy sees: frozen views of the waiting jobs and the workers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One waiting job as the policy sees it."""
+
+    job_id: str
+    enqueued_at_s: float
+    priority: int = 0
+    """Higher runs first (from `extra_data.gateway.priority`); ties go by arrival."""
+    model_keys: frozenset[str] = frozenset()
+    """Every model file the workflow's loader nodes reference (checkpoint, LoRA, VAE, ...)."""
+    checkpoint: str | None = None
+    family: str = "unknown"
+    work_units: float = 1.0
+    """Steps x megapixels x batch, summed over sampler nodes."""
+    group: str | None = None
+    """A/B group the client asked for (`extra_data.gateway.group`), if any."""
+    eligible: frozenset[str] | None = None
+    """Workers that can run it (validation, group); None means every worker."""
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """One worker (one ComfyUI instance) as the policy sees it."""
+
+    name: str
+    group: str = "default"
+    free_slots: int = 0
+    """How many more jobs it may take now (one running plus at most one prefetched)."""
+    outstanding: int = 0
+    """Jobs assigned to it and not finished (running or prefetched)."""
+    outstanding_s: float = 0.0
+    """Expected seconds until it has finished what it already holds."""
+    resident: tuple[str, ...] = ()
+    """Model keys believed resident, most recently used first."""
+    last_checkpoint: str | None = None
+    speed: Mapping[str, float] = field(default_factory=dict)
+    """Work units per second by model family, learned online."""
+    load_s: Mapping[str, float] = field(default_factory=dict)
+    """Expected seconds to load a model key that is not resident, by key or family."""
+    idle_since_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now_s: float
+    jobs: tuple[JobView, ...]
+    """Waiting jobs, in queue order (priority, then arrival)."""
+    workers: tuple[WorkerView, ...]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    job_id: str
+    worker: str
