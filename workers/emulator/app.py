@@ -1,0 +1,145 @@
+"""The emulator's app factory: builds one instance's state, its routes and its lifespan.
+
+The lifespan starts the two background tasks a ComfyUI server runs (the prompt worker and the
+WebSocket publisher) and stops them, then deletes the temp directory as ComfyUI does on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+
+from workers.emulator import events, responses
+from workers.emulator.catalog import NodeCatalog
+from workers.emulator.config import EmulatorConfig
+from workers.emulator.costmodel import CostModel
+from workers.emulator.engine import Engine, hard_exit
+from workers.emulator.faults import Faults
+from workers.emulator.files import Dirs
+from workers.emulator.middleware import ComfyMiddleware
+from workers.emulator.promptqueue import PromptQueue
+from workers.emulator.residency import Residency
+from workers.emulator.routes import all_routes
+from workers.emulator.work import WorkOptions
+from workers.emulator.ws import SocketHub
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass
+class Emulator:
+    """Everything one emulated instance holds; routes reach it as `app.state.emulator`."""
+
+    config: EmulatorConfig
+    dirs: Dirs
+    catalog: NodeCatalog
+    queue: PromptQueue
+    hub: SocketHub
+    engine: Engine
+    faults: Faults
+    started_at: float
+
+
+def build_emulator(
+    config: EmulatorConfig,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    exit_process: Callable[[int], None] | None = None,
+) -> Emulator:
+    """One instance's state, wired together (directories are created, temp emptied)."""
+    dirs = Dirs.create(config.input_dir, config.output_dir, config.temp_dir)
+    faults = Faults(clock)
+    faults.update(config.faults)
+    hub = SocketHub(config.server_features, clock=clock, sleep=sleep)
+    queue = PromptQueue(on_change=lambda remaining: hub.emit(events.status(remaining)))
+    catalog = NodeCatalog.load(config.checkpoints, dirs)
+    flags = config.flags
+    options = WorkOptions(
+        time_scale=config.time_scale,
+        previews=config.profile.previews and flags.preview_method != "none",
+        preview_method=flags.preview_method,
+        preview_size=config.preview_size,
+        disable_metadata=config.disable_metadata,
+    )
+    engine = Engine(
+        queue=queue,
+        hub=hub,
+        catalog=catalog.validation,
+        costs=CostModel(config.profile, flags),
+        residency=Residency(config.profile, flags),
+        dirs=dirs,
+        faults=faults,
+        options=options,
+        sleep=sleep,
+        monotonic=clock,
+        unload_after_prompt=config.disable_smart_memory,
+        exit_process=exit_process or hard_exit,
+    )
+    return Emulator(config, dirs, catalog, queue, hub, engine, faults, clock())
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("emulator task %s died", task.get_name(), exc_info=task.exception())
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return responses.not_found()
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return responses.method_not_allowed()
+
+
+def create_app(
+    config: EmulatorConfig,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    exit_process: Callable[[int], None] | None = None,
+) -> Starlette:
+    """A Starlette app that answers as ComfyUI 0.3.64 (plus `/emulator/*` control routes)."""
+    emulator = build_emulator(config, sleep=sleep, clock=clock, exit_process=exit_process)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        tasks = [
+            asyncio.create_task(emulator.hub.run(), name="publisher"),
+            asyncio.create_task(emulator.engine.run(), name="prompt-worker"),
+        ]
+        for task in tasks:
+            task.add_done_callback(_log_crash)
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            emulator.dirs.clean_temp()
+
+    middleware = Middleware(
+        ComfyMiddleware,
+        refusing=emulator.faults.refusing,
+        max_body_bytes=config.max_upload_bytes,
+        cors_origin=config.cors_origin,
+    )
+    app = Starlette(
+        routes=all_routes(),
+        middleware=[middleware],
+        exception_handlers={404: _not_found, 405: _not_allowed},
+        lifespan=lifespan,
+    )
+    app.state.emulator = emulator
+    return app

@@ -1,0 +1,116 @@
+"""`comfy-gateway emulate` / `python -m workers.emulator`: one emulated ComfyUI instance.
+
+    comfy-gateway emulate --port P [--profile NAME|FILE] [--time-scale X] [--checkpoints a,b]
+        [--startup-s S] [--fault KEY=VALUE ...] [any ComfyUI 0.3.64 launch flag]
+
+The simulated start-up delay (profile startup_s x time scale, or --startup-s) passes before
+the port opens, as ComfyUI binds only when ready. Bad or conflicting flags: message, exit 2.
+Without --base-directory or explicit input/output/temp directories, a fresh temporary base
+directory is used. Logs go to stderr (--log-stdout: stdout), bare messages, as ComfyUI's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from workers.emulator.app import create_app
+from workers.emulator.cliargs import build_parser, split_emulator_options
+from workers.emulator.config import DEFAULT_CHECKPOINTS, EmulatorConfig
+from workers.emulator.faults import FaultError, Faults, parse_cli
+from workers.emulator.flags import FlagError, LaunchFlags
+from workers.emulator.profiles import ProfileError, load_profile
+from workers.emulator.server import serve
+
+
+def _checkpoints(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_CHECKPOINTS
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _directories(ns: argparse.Namespace) -> tuple[Path, Path, Path]:
+    """(input, output, temp); ComfyUI puts its temp dir in `<--temp-directory>/temp`. A base
+    directory is made only when some directory is neither given nor under --base-directory."""
+    base = Path(ns.base_directory) if ns.base_directory else None
+
+    def under_base(name: str) -> Path:
+        nonlocal base
+        if base is None:
+            base = Path(tempfile.mkdtemp(prefix="comfy-emulator-"))
+        return base / name
+
+    input_dir = Path(ns.input_directory) if ns.input_directory else under_base("input")
+    output_dir = Path(ns.output_directory) if ns.output_directory else under_base("output")
+    temp_root = Path(ns.temp_directory) if ns.temp_directory else under_base("")
+    return input_dir, output_dir, temp_root / "temp"
+
+
+def _faults(pairs: list[str]) -> dict[str, object]:
+    body = parse_cli(pairs)
+    Faults().update(body)  # validate now, so a bad --fault is a usage error
+    return body
+
+
+def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespace]:
+    """The instance's configuration; raises SystemExit(2) with a message on bad flags."""
+    parser = build_parser()
+    args = list(argv)
+    ns = parser.parse_args(args)
+    comfy_args = split_emulator_options(args)
+    try:
+        flags = LaunchFlags.parse(comfy_args)
+        profile = load_profile(ns.profile)
+        faults = _faults(ns.fault)
+    except (FlagError, ProfileError, FaultError) as exc:
+        parser.error(str(exc))
+    if not ns.time_scale > 0:
+        parser.error(f"argument --time-scale: must be > 0, got {ns.time_scale}")
+    input_dir, output_dir, temp_dir = _directories(ns)
+    config = EmulatorConfig(
+        profile=profile,
+        input_dir=input_dir,
+        output_dir=output_dir,
+        temp_dir=temp_dir,
+        flags=flags,
+        port=ns.port if ns.port is not None else 8188,
+        listen=tuple(host for host in ns.listen.split(",") if host),
+        time_scale=ns.time_scale,
+        startup_s=ns.startup_s,
+        checkpoints=_checkpoints(ns.checkpoints),
+        max_upload_mb=ns.max_upload_size if ns.max_upload_size is not None else 100,
+        cors_origin=ns.enable_cors_header,
+        disable_metadata=ns.disable_metadata,
+        disable_smart_memory=ns.disable_smart_memory,
+        preview_size=ns.preview_size if ns.preview_size is not None else 512,
+        argv=("main.py", *comfy_args),
+        faults=faults,
+    )
+    return config, ns
+
+
+def _configure_logging(ns: argparse.Namespace) -> None:
+    handler = logging.StreamHandler(sys.stdout if ns.log_stdout else sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(ns.verbose)
+    logging.getLogger("uvicorn").setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run one emulated instance until SIGINT/SIGTERM; the process exit status."""
+    try:
+        config, ns = parse_config(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    _configure_logging(ns)
+    if ns.quick_test_for_ci:
+        return 0
+    app = create_app(config)
+    return asyncio.run(serve(app, config, print_server=not ns.dont_print_server))

@@ -1,0 +1,60 @@
+"""Everything one emulated instance is started with, read once by the CLI and passed down."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.emulator.flags import LaunchFlags
+from workers.emulator.profiles import Profile
+
+DEFAULT_PORT = 8188
+DEFAULT_CHECKPOINTS = (
+    "v1-5-pruned-emaonly.safetensors",
+    "dreamshaper_8.safetensors",
+    "sd_xl_base_1.0.safetensors",
+    "juggernautXL_v9.safetensors",
+)
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EmulatorConfig:
+    """One instance: where it listens, what card and flags it emulates, its directories."""
+
+    profile: Profile
+    input_dir: Path
+    output_dir: Path
+    temp_dir: Path
+    flags: LaunchFlags = field(default_factory=LaunchFlags)
+    port: int = DEFAULT_PORT
+    listen: tuple[str, ...] = ("127.0.0.1",)
+    time_scale: float = 1.0
+    startup_s: float | None = None
+    checkpoints: tuple[str, ...] = DEFAULT_CHECKPOINTS
+    max_upload_mb: float = 100
+    cors_origin: str | None = None
+    disable_metadata: bool = False
+    disable_smart_memory: bool = False
+    preview_size: int = 512
+    argv: tuple[str, ...] = ("main.py",)
+    faults: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """aiohttp's client_max_size: the cap on every request body."""
+        return round(self.max_upload_mb * MIB)
+
+    @property
+    def server_features(self) -> dict[str, Any]:
+        """`GET /features` and the feature_flags reply (max_upload_size unrounded, as ComfyUI)."""
+        return {"supports_preview_metadata": True, "max_upload_size": self.max_upload_mb * MIB}
+
+    @property
+    def startup_delay_s(self) -> float:
+        """Seconds before the socket is bound: the profile's start-up time, scaled."""
+        if self.startup_s is not None:
+            return self.startup_s
+        return self.profile.startup_s * self.time_scale
