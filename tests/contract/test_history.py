@@ -1,0 +1,98 @@
+"""GET/POST /history (PROTOCOL.md 1.3)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.contract import api, graphs
+from tests.contract.graphs import SAVE
+
+
+@pytest.mark.parametrize("path", ["/history", "/api/history"])
+async def test_history_of_an_unknown_id_is_empty_with_200(
+    http: httpx.AsyncClient, path: str
+) -> None:
+    response = await http.get(f"{path}/{api.unique('unknown')}")
+    assert response.status_code == 200
+    assert response.json() == {}
+
+
+async def test_a_finished_prompt_has_a_full_history_entry(
+    http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    prompt = graphs.txt2img(checkpoints[0], prefix, seed=api.fresh_seed())
+    body = await api.submit(http, prompt, client_id="history-client")
+    prompt_id = body["prompt_id"]
+    entry = await api.wait_history(http, prompt_id)
+    assert set(entry) == {"prompt", "outputs", "status", "meta"}
+    assert entry["prompt"] == [
+        body["number"],
+        prompt_id,
+        prompt,
+        {"client_id": "history-client"},
+        [SAVE],
+    ]
+    assert entry["outputs"] == {
+        SAVE: {"images": [{"filename": f"{prefix}_00001_.png", "subfolder": "", "type": "output"}]}
+    }
+    assert entry["meta"] == {
+        SAVE: {"node_id": SAVE, "display_node": SAVE, "parent_node": None, "real_node_id": SAVE}
+    }
+    status = entry["status"]
+    assert (status["status_str"], status["completed"]) == ("success", True)
+    kinds = [kind for kind, _ in status["messages"]]
+    assert kinds == ["execution_start", "execution_cached", "execution_success"]
+    now_ms = time.time() * 1000
+    for _, data in status["messages"]:
+        assert data["prompt_id"] == prompt_id
+        assert isinstance(data["timestamp"], int)
+        assert now_ms - 600_000 < data["timestamp"] <= now_ms + 1000
+
+
+async def test_a_subfolder_in_the_prefix_is_reported_apart(
+    http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    entry = await api.run(http, graphs.txt2img(checkpoints[0], f"{prefix}/img", seed=1))
+    assert api.images(entry, SAVE) == [
+        {"filename": "img_00001_.png", "subfolder": prefix, "type": "output"}
+    ]
+
+
+async def test_history_lists_entries_oldest_first_and_max_items_keeps_the_newest(
+    http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    ids = []
+    for _ in range(3):
+        body = await api.submit(http, graphs.txt2img(checkpoints[0], prefix, seed=1))
+        ids.append(body["prompt_id"])
+    await api.wait_history(http, ids[-1])
+    everything = list((await http.get("/history")).json())
+    assert everything[-3:] == ids
+    assert list((await http.get("/history", params={"max_items": 2})).json()) == ids[1:]
+    assert list((await http.get("/history", params={"max_items": 1})).json()) == ids[2:]
+
+
+async def test_delete_removes_one_entry(
+    http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    kept = (await api.submit(http, graphs.txt2img(checkpoints[0], prefix, seed=1)))["prompt_id"]
+    gone = (await api.submit(http, graphs.txt2img(checkpoints[0], prefix, seed=1)))["prompt_id"]
+    await api.wait_history(http, gone)
+    response = await http.post("/history", json={"delete": [gone]})
+    assert response.status_code == 200
+    assert response.content == b""
+    assert (await http.get(f"/history/{gone}")).json() == {}
+    assert kept in (await http.get(f"/history/{kept}")).json()
+
+
+async def test_clear_empties_the_history(
+    http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    await api.run(http, graphs.txt2img(checkpoints[0], prefix, seed=1))
+    response = await http.post("/api/history", json={"clear": True})
+    assert response.status_code == 200
+    assert response.content == b""
+    assert (await http.get("/history")).json() == {}
