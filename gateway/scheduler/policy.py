@@ -16,7 +16,8 @@ class Policy(Protocol):
     (idling briefly can beat a cold load). It does no I/O.
     """
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]: ...
 

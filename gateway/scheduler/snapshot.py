@@ -46,6 +46,13 @@ class WorkerView:
     load_s: Mapping[str, float] = field(default_factory=dict)
     """Expected seconds to load a model key that is not resident, by key or family."""
     idle_since_s: float | None = None
+    cache_slots: int = 1
+    """Checkpoints it keeps resident at once: 1 under ComfyUI's classic cache, up to N under
+    `--cache-lru N` (as far as VRAM allows)."""
+    fixed_s: Mapping[str, float] = field(default_factory=dict)
+    """Seconds per job outside the sampler (encode, decode, save) by model family, learned."""
+    queued: tuple[frozenset[str], ...] = ()
+    """Model keys of each job assigned to it that has not started yet (prefetched), in order."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,8 @@ class Snapshot:
     jobs: tuple[JobView, ...]
     """Waiting jobs, in queue order (priority, then arrival)."""
     workers: tuple[WorkerView, ...]
+    demand_per_s: Mapping[str, float] = field(default_factory=dict)
+    """Recent arrival rate of jobs per model key (jobs per second, smoothed); may be empty."""
 
 
 @dataclass(frozen=True)

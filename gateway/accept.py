@@ -1,0 +1,112 @@
+"""Accepting a prompt: parse, validate against the farm, persist, answer."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gateway.errors import BadRequest, Conflict, PromptRefused, Unavailable, Unprocessable
+from gateway.jobs import EnqueueStatus, JobStore, body_digest
+from gateway.models import NewJob, Placement, display_number
+from gateway.schemas import PromptRequest, parse_prompt_request
+from gateway.validation import FarmCatalog
+
+
+class Acceptor:
+    """POST /prompt: nothing is answered 200 before the job is in Redis."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        catalog: FarmCatalog,
+        groups: Callable[[], Mapping[str, str]],
+        on_accepted: Callable[[], None],
+    ):
+        self.store = store
+        self.catalog = catalog
+        self.groups = groups
+        self.on_accepted = on_accepted
+
+    async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
+        request = parse_prompt_request(body)
+        if self.catalog.empty:
+            raise Unavailable("no worker is ready yet; retry shortly", kind="not_ready")
+        validation = self.catalog.validate(request.prompt, request.targets)
+        if not validation.ok:
+            raise PromptRefused(validation.response_body())
+        job = self._new_job(request, validation.prompt, validation.outputs)
+        idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
+        result = await self.store.enqueue(job, idempotency)
+        if result.status is EnqueueStatus.CREATED:
+            self.on_accepted()
+            return _answer(job.job_id, result.number, validation.node_errors)
+        return await self._not_created(result.status, result.job_id, validation.node_errors)
+
+    def _new_job(
+        self, request: PromptRequest, prompt: dict[str, Any], outputs: list[str]
+    ) -> NewJob:
+        checkpoint, keys, units = self.catalog.placement_facts(prompt)
+        eligible = self._eligible(prompt, outputs, request.group)
+        all_outputs = request.targets is None and len(outputs) == _output_count(
+            prompt, self.catalog
+        )
+        return NewJob(
+            job_id=request.prompt_id or str(uuid.uuid4()),
+            prompt=prompt,
+            extra_data=request.extra_data,
+            client_id=request.client_id,
+            outputs=tuple(outputs),
+            placement=Placement(checkpoint, keys, units, request.group, tuple(sorted(eligible))),
+            priority=request.priority,
+            front=request.front,
+            number=request.number,
+            targets=None if all_outputs else tuple(outputs),
+        )
+
+    def _eligible(
+        self, prompt: dict[str, Any], outputs: list[str], group: str | None
+    ) -> frozenset[str]:
+        able = self.catalog.capable(prompt, outputs)
+        groups = self.groups()
+        if group is not None:
+            if group not in groups.values():
+                known = ", ".join(sorted(set(groups.values())))
+                raise BadRequest(
+                    f"no worker in group {group!r} (groups: {known})", kind="invalid_group"
+                )
+            able = frozenset(name for name in able if groups.get(name) == group)
+        if not able:
+            raise BadRequest(
+                "no single worker offers every node class and file this prompt uses",
+                kind="no_capable_worker",
+            )
+        return able
+
+    async def _not_created(
+        self, status: EnqueueStatus, job_id: str, node_errors: dict[str, Any]
+    ) -> dict[str, Any]:
+        if status is EnqueueStatus.ID_IN_USE:
+            raise BadRequest(f"prompt_id {job_id} is already in use", kind="prompt_id_in_use")
+        if status is EnqueueStatus.IDEMPOTENCY_MISMATCH:
+            raise Unprocessable(
+                "Idempotency-Key was used with a different body", kind="idempotency_key_reused"
+            )
+        record = await self.store.get(job_id)
+        if record is None:
+            raise Conflict("the job of this Idempotency-Key expired", kind="idempotency_expired")
+        return _answer(job_id, record.number, node_errors)
+
+
+def _answer(job_id: str, number: float, node_errors: dict[str, Any]) -> dict[str, Any]:
+    return {"prompt_id": job_id, "number": display_number(number), "node_errors": node_errors}
+
+
+def _output_count(prompt: Mapping[str, Any], catalog: FarmCatalog) -> int:
+    return sum(
+        1
+        for node in prompt.values()
+        if isinstance(node, Mapping)
+        and isinstance(node.get("class_type"), str)
+        and catalog.catalog.is_output_node(node["class_type"])
+    )

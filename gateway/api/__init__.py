@@ -1,0 +1,1 @@
+"""HTTP and WebSocket routes: ComfyUI's (also under /api) and the gateway's own."""

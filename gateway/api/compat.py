@@ -1,0 +1,128 @@
+"""ComfyUI's queue routes over the farm: /prompt, /queue, /history, /interrupt."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+
+from gateway.context import Ctx, get_context, read_body, require_token
+from gateway.errors import BadRequest
+from gateway.models import JobState
+from gateway.schemas import parse_id_list, parse_json
+
+router = APIRouter()
+JSON = "application/json"
+SMALL_BODY = 1024 * 1024
+
+
+@router.post("/prompt")
+async def post_prompt(request: Request) -> Response:
+    ctx = get_context(request)  # the hot path: no dependency resolution
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    answer = await ctx.acceptor.accept(body, request.headers.get("idempotency-key"))
+    return JSONResponse(answer)
+
+
+@router.get("/prompt")
+async def get_prompt(ctx: Ctx) -> Response:
+    remaining = await ctx.store.queue_remaining()
+    return JSONResponse({"exec_info": {"queue_remaining": remaining}})
+
+
+@router.get("/queue")
+async def get_queue(ctx: Ctx) -> Response:
+    held = await ctx.store.get_many(await ctx.store.held_ids())
+    pending = await ctx.store.get_many(await ctx.store.pending_ids())
+    running = [job for job in held if job.state is JobState.RUNNING]
+    waiting = [job for job in held if job.state is JobState.ASSIGNED] + [
+        job for job in pending if job.state is JobState.PENDING
+    ]
+    running_items = ", ".join(job.queue_item_json() for job in running)
+    waiting_items = ", ".join(j.queue_item_json() for j in sorted(waiting, key=lambda j: j.number))
+    body = f'{{"queue_running": [{running_items}], "queue_pending": [{waiting_items}]}}'
+    return Response(body, media_type=JSON)
+
+
+@router.post("/queue")
+async def post_queue(request: Request, ctx: Ctx) -> Response:
+    data = await _json_body(request)
+    if isinstance(data, dict) and data.get("clear"):
+        require_token(ctx, request, "clearing the whole queue")
+        await ctx.farm.clear_pending()
+    for job_id in parse_id_list(data, "delete"):
+        await ctx.farm.delete(job_id)
+    return Response(status_code=200)
+
+
+@router.get("/history")
+async def get_history(
+    ctx: Ctx, max_items: str | None = None, offset: str | None = None
+) -> Response:
+    limit = _int_param("max_items", max_items)
+    start = _int_param("offset", offset)
+    count = await ctx.store.history_count()
+    if (start is None or start < 0) and limit is not None:
+        start = count - limit
+    start = max(start or 0, 0)
+    stop = -1 if limit is None else start + limit - 1
+    if limit is not None and limit <= 0:
+        return Response("{}", media_type=JSON)
+    ids = await ctx.store.history_ids(start, stop)
+    return Response(_entries_json(ids, await ctx.store.entries(ids)), media_type=JSON)
+
+
+@router.get("/history/{prompt_id}")
+async def get_history_entry(prompt_id: str, ctx: Ctx) -> Response:
+    entry = await ctx.store.entry(prompt_id)
+    return Response(_entries_json([prompt_id], [entry]), media_type=JSON)
+
+
+@router.post("/history")
+async def post_history(request: Request, ctx: Ctx) -> Response:
+    data = await _json_body(request)
+    if isinstance(data, dict) and data.get("clear"):
+        require_token(ctx, request, "clearing the whole history")
+        await ctx.store.clear_history()
+    await ctx.store.delete_history(parse_id_list(data, "delete"))
+    return Response(status_code=200)
+
+
+@router.post("/interrupt")
+async def post_interrupt(request: Request, ctx: Ctx) -> Response:
+    """With a prompt_id: that prompt. Without: only the caller's own running prompts (by
+    client_id in the body or `?clientId=`), never the whole farm as ComfyUI would."""
+    try:
+        data = parse_json(await read_body(request, SMALL_BODY) or b"{}")
+    except BadRequest:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    if data.get("prompt_id"):
+        await ctx.farm.interrupt(str(data["prompt_id"]))
+        return Response(status_code=200)
+    client_id = data.get("client_id") or request.query_params.get("clientId")
+    client_id = client_id or request.query_params.get("client_id")
+    if client_id:
+        await ctx.farm.interrupt_client(str(client_id))
+    return Response(status_code=200)
+
+
+async def _json_body(request: Request) -> Any:
+    body = await read_body(request, SMALL_BODY)
+    return parse_json(body) if body.strip() else {}
+
+
+def _int_param(name: str, value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be an integer", kind="invalid_request") from None
+
+
+def _entries_json(ids: list[str], entries: list[str | None]) -> str:
+    parts = [f"{json.dumps(i)}: {e}" for i, e in zip(ids, entries, strict=True) if e is not None]
+    return "{" + ", ".join(parts) + "}"

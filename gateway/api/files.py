@@ -1,0 +1,178 @@
+"""Files: /view streamed from the worker that wrote the file, uploads into the shared inputs.
+
+Output and temp files are reported with the worker's name as the first part of `subfolder`
+(see gateway.history); /view takes it off and asks that worker. Input files live in the one
+input folder every worker shares, so any worker can serve them and an upload through any
+worker is seen by all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from gateway.context import Context, Ctx, read_body
+from gateway.errors import BadRequest, Forbidden, NotFound, Unavailable
+from gateway.history import NAMESPACED_TYPES, namespace_output, split_namespace
+from gateway.links import WorkerLink
+from workers.client import WorkerError
+
+router = APIRouter()
+
+SAFE_HEADERS = (
+    "content-type",
+    "content-length",
+    "content-disposition",
+    "etag",
+    "last-modified",
+    "cache-control",
+)
+FILE_TYPES = ("output", "input", "temp")
+
+
+def _checked_view_params(query: dict[str, str]) -> tuple[str, str, str]:
+    """(filename, type, subfolder) after ComfyUI's own checks, in ComfyUI's order."""
+    filename = query.get("filename")
+    if filename is None:
+        raise NotFound("filename is required", kind="not_found")
+    kind = query.get("type", "output")
+    for suffix in FILE_TYPES:
+        if filename.endswith(f" [{suffix}]"):
+            filename, kind = filename[: -len(suffix) - 3], suffix
+    if kind not in FILE_TYPES:
+        raise BadRequest(f"unknown type {kind!r}", kind="invalid_request")
+    if not filename or filename.startswith("/") or ".." in filename:
+        raise BadRequest("invalid filename", kind="invalid_request")
+    subfolder = query.get("subfolder", "")
+    parts = subfolder.replace("\\", "/").split("/")
+    if subfolder.startswith("/") or any(part in ("..", ".") for part in parts):
+        raise Forbidden("subfolder leaves the folder", kind="forbidden")
+    return filename, kind, subfolder
+
+
+def _route(ctx: Context, kind: str, subfolder: str) -> tuple[WorkerLink, str]:
+    if kind not in NAMESPACED_TYPES:
+        link = ctx.farm.any_ready()
+        if link is None:
+            raise Unavailable("no worker is ready", kind="not_ready")
+        return link, subfolder
+    worker, rest = split_namespace(subfolder)
+    link = ctx.farm.link(worker)
+    if link is None:
+        raise NotFound(f"no worker {worker!r} holds {kind} files here", kind="not_found")
+    return link, rest
+
+
+@router.get("/view")
+async def view(request: Request, ctx: Ctx) -> Response:
+    filename, kind, subfolder = _checked_view_params(dict(request.query_params))
+    link, upstream_subfolder = _route(ctx, kind, subfolder)
+    params = {
+        **request.query_params,
+        "filename": filename,
+        "type": kind,
+        "subfolder": upstream_subfolder,
+    }
+    stack = AsyncExitStack()
+    try:
+        upstream = await stack.enter_async_context(link.client.view(params))
+    except WorkerError as exc:
+        await stack.aclose()
+        raise Unavailable(
+            f"worker {link.name} unavailable: {exc}", kind="worker_unavailable"
+        ) from None
+    headers = {k: v for k, v in upstream.headers.items() if k.lower() in SAFE_HEADERS}
+    return StreamingResponse(
+        _stream(upstream, stack), status_code=upstream.status_code, headers=headers
+    )
+
+
+async def _stream(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncIterator[bytes]:
+    async with stack:
+        async for chunk in upstream.aiter_bytes():
+            yield chunk
+
+
+@router.post("/upload/image")
+async def upload_image(request: Request, ctx: Ctx) -> Response:
+    link = _upload_target(ctx)
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    return await _forward_upload(
+        link, "/upload/image", body, request.headers.get("content-type", "")
+    )
+
+
+@router.post("/upload/mask")
+async def upload_mask(request: Request, ctx: Ctx) -> Response:
+    """The original image may be another worker's output: send the upload to that worker."""
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    content_type = request.headers.get("content-type", "")
+    link = _upload_target(ctx)
+    async with request.form() as form:
+        ref = _original_ref(form.get("original_ref"))
+        if ref.get("type", "output") in NAMESPACED_TYPES:
+            link, rest = _route(ctx, str(ref.get("type", "output")), str(ref.get("subfolder", "")))
+            body, content_type = await _rebuilt(form, {**ref, "subfolder": rest})
+    return await _forward_upload(link, "/upload/mask", body, content_type)
+
+
+def _upload_target(ctx: Context) -> WorkerLink:
+    link = ctx.farm.any_ready()
+    if link is None:
+        raise Unavailable("no worker is ready to store the upload", kind="not_ready")
+    return link
+
+
+def _original_ref(value: Any) -> dict[str, Any]:
+    if not isinstance(value, str):
+        raise BadRequest("original_ref is required", kind="invalid_request")
+    try:
+        ref = json.loads(value)
+    except ValueError:
+        raise BadRequest("original_ref must be JSON", kind="invalid_request") from None
+    if not isinstance(ref, dict) or "filename" not in ref:
+        raise BadRequest("original_ref needs a filename", kind="invalid_request")
+    return ref
+
+
+async def _rebuilt(form: Any, ref: dict[str, Any]) -> tuple[bytes, str]:
+    """The multipart body again, with `original_ref` pointing into the worker's own folder."""
+    files: dict[str, Any] = {}
+    data: dict[str, str] = {}
+    for key, value in form.multi_items():
+        if hasattr(value, "read"):
+            files[key] = (value.filename, await value.read(), value.content_type)
+        else:
+            data[key] = value
+    data["original_ref"] = json.dumps(ref)
+    request = httpx.Request("POST", "http://worker/upload/mask", data=data, files=files)
+    return request.read(), request.headers["content-type"]
+
+
+async def _forward_upload(link: WorkerLink, path: str, body: bytes, content_type: str) -> Response:
+    try:
+        upstream = await link.client.upload(path, body, content_type)
+    except WorkerError as exc:
+        raise Unavailable(
+            f"worker {link.name} unavailable: {exc}", kind="worker_unavailable"
+        ) from None
+    try:
+        answer = upstream.json()
+    except ValueError:
+        return Response(upstream.content, status_code=upstream.status_code)
+    if upstream.status_code == 200 and isinstance(answer, dict):
+        answer = _namespaced_upload(answer, link.name)
+    return JSONResponse(answer, status_code=upstream.status_code)
+
+
+def _namespaced_upload(answer: dict[str, Any], worker: str) -> dict[str, Any]:
+    if answer.get("type") not in NAMESPACED_TYPES:
+        return answer
+    listed = namespace_output({"f": [{**answer, "filename": answer.get("name")}]}, worker)
+    return {**answer, "subfolder": listed["f"][0]["subfolder"]}

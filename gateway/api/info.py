@@ -1,0 +1,99 @@
+"""ComfyUI's catalogue routes, merged over the workers: object_info, system_stats, models..."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+
+from gateway.context import Context, Ctx
+from gateway.errors import NotFound, Unavailable
+from gateway.links import WorkerLink
+from workers.client import WorkerError, WorkerRejected
+
+router = APIRouter()
+
+
+@router.get("/object_info")
+async def object_info(ctx: Ctx) -> Response:
+    return Response(ctx.catalog.object_info_json, media_type="application/json")
+
+
+@router.get("/object_info/{class_type}")
+async def object_info_class(class_type: str, ctx: Ctx) -> Response:
+    info = ctx.catalog.class_info(class_type)
+    return JSONResponse({} if info is None else {class_type: info})
+
+
+@router.get("/system_stats")
+async def system_stats(ctx: Ctx) -> Response:
+    answers = await _ask_all(ctx, "/system_stats")
+    if not answers:
+        raise Unavailable("no worker answered", kind="not_ready")
+    system = dict(answers[0][1].get("system") or {})
+    devices = [
+        {**device, "worker": link.name, "group": link.group}
+        for link, body in answers
+        for device in body.get("devices") or []
+    ]
+    return JSONResponse({"system": system, "devices": devices})
+
+
+@router.get("/models")
+async def models(ctx: Ctx) -> Response:
+    return JSONResponse(_union(body for _, body in await _ask_all(ctx, "/models")))
+
+
+@router.get("/models/{folder}")
+async def models_folder(folder: str, ctx: Ctx) -> Response:
+    answers = await _ask_all(ctx, f"/models/{folder}")
+    if not answers:
+        raise NotFound(f"unknown model folder {folder!r}", kind="not_found")
+    return JSONResponse(sorted(_union(body for _, body in answers)))
+
+
+@router.get("/embeddings")
+async def embeddings(ctx: Ctx) -> Response:
+    return JSONResponse(_union(body for _, body in await _ask_all(ctx, "/embeddings")))
+
+
+@router.get("/extensions")
+async def extensions(ctx: Ctx) -> Response:
+    return JSONResponse(_union(body for _, body in await _ask_all(ctx, "/extensions")))
+
+
+@router.get("/features")
+async def features(ctx: Ctx) -> Response:
+    merged: dict[str, Any] = {}
+    for _, body in await _ask_all(ctx, "/features"):
+        merged = {**body, **merged}
+    merged["supports_preview_metadata"] = True
+    merged["max_upload_size"] = ctx.settings.max_body_bytes
+    return JSONResponse(merged)
+
+
+async def _ask_all(ctx: Context, path: str) -> list[tuple[WorkerLink, Any]]:
+    """Every ready worker's answer to GET `path`; workers that fail are left out."""
+    links = ctx.farm.links.ready()
+    results = await asyncio.gather(*(_ask(link, path) for link in links))
+    return [(link, body) for link, body in zip(links, results, strict=True) if body is not None]
+
+
+async def _ask(link: WorkerLink, path: str) -> Any:
+    try:
+        return await link.client.get_json(path)
+    except WorkerRejected:
+        return None
+    except WorkerError:
+        return None
+
+
+def _union(lists: Iterable[Any]) -> list[Any]:
+    seen: dict[str, Any] = {}
+    for items in lists:
+        for item in items if isinstance(items, list) else []:
+            seen.setdefault(repr(item), item)
+    return list(seen.values())

@@ -1,0 +1,164 @@
+"""The app factory: routes, error mapping, and a lifespan that owns every resource."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from gateway.accept import Acceptor
+from gateway.api import compat, farm, files, info, ws
+from gateway.context import Context
+from gateway.errors import GatewayError, Unavailable
+from gateway.farm import Farm, RestartWorker
+from gateway.hub import Hub
+from gateway.jobs import JobStore, StoreLimits
+from gateway.keys import Keys
+from gateway.links import Links, WorkerLink
+from gateway.relay import relay_sid
+from gateway.scheduler.policy import Policy, make_policy
+from gateway.settings import Settings
+from gateway.validation import FarmCatalog
+from workers.client import ComfyClient, WorkerError
+from workers.supervisor import WorkerHandle
+
+log = logging.getLogger(__name__)
+
+
+def load_policy(name: str) -> Policy:
+    """Pick a registered policy by name (the scheduler package registers its own on import)."""
+    importlib.import_module("gateway.scheduler.basic")
+    return make_policy(name)
+
+
+def create_app(
+    settings: Settings,
+    handles: Sequence[WorkerHandle],
+    *,
+    input_dir: Path | None = None,
+    restart: RestartWorker | None = None,
+    node: str | None = None,
+) -> FastAPI:
+    """A gateway over these workers; nothing is connected until the lifespan starts."""
+    if settings.redis_url is None:
+        raise ValueError("create_app needs settings.redis_url (serve starts Redis otherwise)")
+    policy = load_policy(settings.policy)
+    node_name = node or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with _resources(settings, handles, policy, input_dir, restart, node_name) as context:
+            app.state.context = context
+            yield
+
+    app = FastAPI(
+        title="comfy-gateway",
+        lifespan=lifespan,
+        docs_url="/gateway/docs",
+        redoc_url=None,
+        openapi_url="/gateway/openapi.json",
+    )
+    for router in (compat.router, info.router, files.router, ws.router):
+        app.include_router(router)
+        app.include_router(router, prefix="/api")
+    app.include_router(farm.router)
+    _add_error_handlers(app)
+    return app
+
+
+@asynccontextmanager
+async def _resources(
+    settings: Settings,
+    handles: Sequence[WorkerHandle],
+    policy: Policy,
+    input_dir: Path | None,
+    restart: RestartWorker | None,
+    node: str,
+) -> AsyncIterator[Context]:
+    assert settings.redis_url is not None
+    keys = Keys(settings.redis_prefix)
+    # A stuck reply must fail, not hang a request forever (no blocking commands here).
+    redis = aioredis.from_url(
+        settings.redis_url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5
+    )
+    channel_redis = aioredis.from_url(settings.redis_url)
+    store = JobStore(redis, keys, _limits(settings), clock=time.time)
+    hub = Hub(channel_redis, keys.events, store.queue_remaining)
+    links = Links([_link(handle, settings) for handle in handles])
+    catalog = FarmCatalog(input_dir)
+    the_farm = Farm(
+        store,
+        hub,
+        links,
+        policy,
+        catalog,
+        node=node,
+        lease_s=settings.lease_s,
+        stall_timeout_s=settings.stall_timeout_s,
+        capacity=1 + settings.prefetch,
+        restart=restart,
+    )
+
+    def accepted() -> None:
+        the_farm.dispatcher.wake()
+        hub.queue_changed()
+
+    acceptor = Acceptor(store, catalog, the_farm.groups, accepted)
+    try:
+        await hub.start()
+        await the_farm.start()
+        yield Context(settings, store, hub, the_farm, catalog, acceptor)
+    finally:
+        await the_farm.stop()
+        await hub.stop()
+        await redis.aclose()
+        await channel_redis.aclose()
+
+
+def _limits(settings: Settings) -> StoreLimits:
+    return StoreLimits(
+        max_failures=settings.max_attempts,
+        history_max_items=settings.history_max_items,
+        job_ttl_s=settings.job_ttl_s,
+        idempotency_ttl_s=settings.idempotency_ttl_s,
+        lease_s=settings.lease_s,
+    )
+
+
+def _link(handle: WorkerHandle, settings: Settings) -> WorkerLink:
+    client = ComfyClient(handle.url, timeout_s=settings.worker_request_timeout_s)
+    return WorkerLink(handle=handle, client=client, sid=relay_sid(handle.name))
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+        return _error_response(request, exc)
+
+    @app.exception_handler(aioredis.ConnectionError)
+    @app.exception_handler(aioredis.TimeoutError)
+    async def redis_down(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("redis unavailable: %s", exc)
+        error = Unavailable("the job store (Redis) is unavailable; retry", kind="unavailable")
+        return _error_response(request, error)
+
+    @app.exception_handler(WorkerError)
+    async def worker_down(request: Request, exc: WorkerError) -> JSONResponse:
+        error = Unavailable(f"worker unavailable: {exc}", kind="worker_unavailable")
+        return _error_response(request, error)
+
+
+def _error_response(request: Request, exc: GatewayError) -> JSONResponse:
+    headers = {"Retry-After": "1"} if exc.retryable else None
+    if request.url.path.startswith(("/gateway", "/healthz", "/readyz")):
+        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
+    return JSONResponse(exc.comfy_body(), status_code=exc.status, headers=headers)

@@ -1,0 +1,69 @@
+"""What the routes reach: one object built by the app's lifespan, found on `app.state`."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.requests import HTTPConnection
+
+from gateway.accept import Acceptor
+from gateway.errors import Forbidden, PayloadTooLarge, Unauthorized
+from gateway.farm import Farm
+from gateway.hub import Hub
+from gateway.jobs import JobStore
+from gateway.settings import Settings
+from gateway.validation import FarmCatalog
+
+
+@dataclass
+class Context:
+    settings: Settings
+    store: JobStore
+    hub: Hub
+    farm: Farm
+    catalog: FarmCatalog
+    acceptor: Acceptor
+
+
+def get_context(connection: HTTPConnection) -> Context:
+    context: Context = connection.app.state.context
+    return context
+
+
+Ctx = Annotated[Context, Depends(get_context)]
+
+AUTH_HINT = (
+    "set an auth token (COMFY_GATEWAY_AUTH_TOKEN, or auth_token in the config file) and send "
+    "it as 'Authorization: Bearer <token>'"
+)
+
+
+def require_token(context: Context, request: Request, what: str) -> None:
+    """Operator actions need the bearer token; without one configured they are disabled."""
+    token = context.settings.auth_token
+    if not token:
+        raise Forbidden(
+            f"{what} is disabled on this gateway; to enable it, {AUTH_HINT}", kind="forbidden"
+        )
+    sent = request.headers.get("authorization", "")
+    scheme, _, value = sent.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), token):
+        raise Unauthorized(f"{what} needs the gateway's bearer token", kind="unauthorized")
+
+
+async def read_body(request: Request, limit_bytes: int) -> bytes:
+    """The request body, refused with 413 past `limit_bytes` (declared or actual)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
+        raise PayloadTooLarge(f"body larger than {limit_bytes} bytes", kind="payload_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit_bytes:
+            raise PayloadTooLarge(f"body larger than {limit_bytes} bytes", kind="payload_too_large")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,221 @@
+"""The workers of this node and the tasks that drive them: relays, dispatch, recovery.
+
+Also the operations the API needs on workers: interrupting or withdrawing one prompt, and
+finding the worker that holds a job or a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gateway.dispatcher import Dispatcher
+from gateway.hub import Hub
+from gateway.jobs import JobStore
+from gateway.links import Links, WorkerLink, WorkerState
+from gateway.models import JobRecord, JobState
+from gateway.recovery import Found, Recovery, probe
+from gateway.relay import Relay
+from gateway.scheduler.policy import Policy
+from gateway.validation import FarmCatalog
+from workers.client import WorkerError
+
+log = logging.getLogger(__name__)
+
+RestartWorker = Callable[[WorkerLink], Coroutine[Any, Any, None]]
+HEARTBEAT_S = 2.0
+
+
+class Farm:
+    def __init__(
+        self,
+        store: JobStore,
+        hub: Hub,
+        links: Links,
+        policy: Policy,
+        catalog: FarmCatalog,
+        *,
+        node: str,
+        lease_s: float,
+        stall_timeout_s: float,
+        capacity: int = 2,
+        restart: RestartWorker | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.store = store
+        self.hub = hub
+        self.links = links
+        self.catalog = catalog
+        self.node = node
+        self.clock = clock
+        self.dispatcher = Dispatcher(store, links, policy, hub, capacity=capacity, clock=clock)
+        self.outcomes = self.dispatcher.outcomes
+        self.recovery = Recovery(
+            store,
+            links,
+            self.outcomes,
+            lease_s=lease_s,
+            stall_timeout_s=stall_timeout_s,
+            restart=restart,
+            clock=clock,
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for link in self.links:
+            if link.handle.ready:
+                await self._refresh_object_info(link)
+        self._tasks = [
+            asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
+            asyncio.create_task(self.recovery.run(), name="recovery"),
+            asyncio.create_task(self._heartbeat(), name="registry"),
+        ]
+        for link in self.links:
+            relay = Relay(link, self.store, self.hub, self.outcomes, self._connected, self.clock)
+            self._tasks.append(asyncio.create_task(relay.run(), name=f"relay-{link.name}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.dispatcher.stop()
+        await self.recovery.stop()
+        for link in self.links:
+            link.state = WorkerState.DISCONNECTED
+        with contextlib.suppress(Exception):
+            await self._publish_registry()
+        for link in self.links:
+            await link.client.aclose()
+
+    def groups(self) -> dict[str, str]:
+        return {link.name: link.group for link in self.links}
+
+    async def _connected(self, link: WorkerLink) -> None:
+        """The relay of `link` is (re)connected: refresh what it offers, reconcile its jobs."""
+        if link.object_info is None or link.state is WorkerState.LOST:
+            await self._refresh_object_info(link)
+        await self.recovery.reconcile(link)
+        log.info("worker %s %s at %s", link.name, link.state, link.url)
+        await self._publish_registry()
+
+    async def _refresh_object_info(self, link: WorkerLink) -> None:
+        try:
+            link.object_info = await link.client.object_info()
+        except WorkerError as exc:
+            log.warning("object_info of %s unavailable: %s", link.name, exc)
+            return
+        infos = {ln.name: ln.object_info for ln in self.links if ln.object_info is not None}
+        self.catalog.update(infos)
+
+    # -- registry ----------------------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await self._publish_registry()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _publish_registry(self) -> None:
+        now_ms = self.store.now_ms()
+        records: dict[Any, Any] = {
+            link.name: json.dumps(self.describe(link, now_ms)) for link in self.links
+        }
+        if records:
+            await self.store.redis.hset(self.store.keys.workers, mapping=records)
+
+    def describe(self, link: WorkerLink, now_ms: int) -> dict[str, Any]:
+        handle = link.handle
+        return {
+            "name": link.name,
+            "group": link.group,
+            "url": link.url,
+            "pid": handle.pid,
+            "gpu": handle.spec.gpu,
+            "emulated": handle.spec.emulate is not None,
+            "managed": handle.managed,
+            "state": link.state.value,
+            "node": self.node,
+            "running": link.running,
+            "held": sorted(link.held),
+            "last_checkpoint": link.last_checkpoint,
+            "resident": list(link.resident),
+            "heartbeat_ms": now_ms,
+        }
+
+    async def registry(self) -> list[dict[str, Any]]:
+        """Every worker of the farm; this node's own are refreshed first."""
+        await self._publish_registry()
+        raw = await self.store.redis.hgetall(self.store.keys.workers)
+        return [json.loads(value) for _, value in sorted(raw.items())]
+
+    # -- operations on one prompt ------------------------------------------------------------
+
+    async def interrupt(self, job_id: str) -> None:
+        """Stop this prompt only: drop it while it waits, interrupt it where it runs."""
+        job = await self.store.get(job_id)
+        if job is not None and job.state is JobState.PENDING:
+            if await self.store.cancel_pending(job_id):
+                self.hub.queue_changed()
+                return
+            job = await self.store.get(job_id)
+        link = self.links.get(job.worker) if job else None
+        if job is None or link is None or job.state.terminal:
+            return
+        if job.state is JobState.RUNNING or link.running == job_id:
+            await link.client.interrupt(job_id)
+        else:
+            await self._withdraw(link, job, interrupt_if_running=True)
+
+    async def interrupt_client(self, client_id: str) -> list[str]:
+        """Interrupt the running prompts of one client (never anyone else's)."""
+        stopped = []
+        for link in self.links:
+            held = link.held.get(link.running) if link.running else None
+            if held is not None and held.client_id == client_id and link.running:
+                with contextlib.suppress(WorkerError):
+                    await link.client.interrupt(link.running)
+                    stopped.append(link.running)
+        return stopped
+
+    async def delete(self, job_id: str) -> None:
+        """POST /queue delete: remove a prompt that has not started, wherever it waits."""
+        if await self.store.cancel_pending(job_id):
+            self.hub.queue_changed()
+            return
+        job = await self.store.get(job_id)
+        link = self.links.get(job.worker) if job else None
+        if job is not None and link is not None and job.state is JobState.ASSIGNED:
+            await self._withdraw(link, job, interrupt_if_running=False)
+
+    async def clear_pending(self) -> int:
+        cancelled = 0
+        for job_id in await self.store.pending_ids():
+            cancelled += await self.store.cancel_pending(job_id)
+        self.hub.queue_changed()
+        return cancelled
+
+    async def _withdraw(
+        self, link: WorkerLink, job: JobRecord, *, interrupt_if_running: bool
+    ) -> None:
+        """A prompt sent to a worker but not started: take it out of that worker's queue."""
+        with contextlib.suppress(WorkerError):
+            await link.client.delete([job.job_id])
+        verdict = await probe(link.client, job.job_id)
+        if verdict.found is Found.ABSENT:
+            await self.outcomes.cancel(link, job)
+        elif verdict.found is Found.HELD and verdict.running and interrupt_if_running:
+            await link.client.interrupt(job.job_id)
+
+    def link(self, name: str) -> WorkerLink | None:
+        return self.links.get(name)
+
+    def any_ready(self) -> WorkerLink | None:
+        ready = self.links.ready()
+        return ready[0] if ready else None

@@ -1,0 +1,137 @@
+"""History entries as clients see them, and the namespacing of output files per worker.
+
+Every worker has its own output and temp directories, so two workers can both write
+`ComfyUI_00001_.png`. The gateway reports such files with the worker's name as the first
+part of `subfolder` (`"sim0"`, or `"sim0/portraits"` for a file ComfyUI saved under
+`portraits/`), in `executed` events and in history alike; `GET /view` takes that first part
+off again and streams the file from that worker. Worker names are stable (configured, and the
+output folder is per name under the data dir), so a name stays valid across gateway restarts.
+Input files are shared by all workers and are not namespaced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.models import JobRecord, JobState
+
+NAMESPACED_TYPES = frozenset({"output", "temp"})
+SENSITIVE_EXTRA = ("auth_token_comfy_org", "api_key_comfy_org")
+
+
+def namespace_output(output: Mapping[str, Any], worker: str) -> dict[str, Any]:
+    """A node's UI output with the worker prefixed to the subfolder of each file it lists."""
+    return {key: _namespace_value(value, worker) for key, value in output.items()}
+
+
+def _namespace_value(value: Any, worker: str) -> Any:
+    if not isinstance(value, list):
+        return value
+    return [_namespace_file(item, worker) for item in value]
+
+
+def _namespace_file(item: Any, worker: str) -> Any:
+    if not (isinstance(item, dict) and "filename" in item):
+        return item
+    if item.get("type", "output") not in NAMESPACED_TYPES:
+        return item
+    subfolder = str(item.get("subfolder") or "")
+    return {**item, "subfolder": f"{worker}/{subfolder}" if subfolder else worker}
+
+
+def split_namespace(subfolder: str) -> tuple[str, str]:
+    """`"sim0/portraits"` -> `("sim0", "portraits")`; `"sim0"` -> `("sim0", "")`."""
+    head, _, rest = subfolder.strip("/").partition("/")
+    return head, rest
+
+
+def public_extra_data(extra_json: str) -> dict[str, Any]:
+    """extra_data as history shows it: ComfyUI drops the API credentials."""
+    extra: dict[str, Any] = json.loads(extra_json)
+    for key in SENSITIVE_EXTRA:
+        extra.pop(key, None)
+    return extra
+
+
+def gateway_block(job: JobRecord, worker: str, group: str, finished_at_ms: int) -> dict[str, Any]:
+    return {
+        "worker": worker,
+        "group": group,
+        "attempts": job.attempt,
+        "failures": job.failures,
+        "enqueued_at_ms": job.enqueued_at_ms,
+        "claimed_at_ms": job.claimed_at_ms,
+        "started_at_ms": job.started_at_ms,
+        "finished_at_ms": finished_at_ms,
+    }
+
+
+def gateway_entry(
+    worker_entry: Mapping[str, Any], job: JobRecord, worker: str, group: str, now_ms: int
+) -> dict[str, Any]:
+    """The worker's entry as the client must see it: the gateway's number, the client's
+    extra_data, namespaced output files, plus a `gateway` block."""
+    prompt = list(worker_entry.get("prompt") or [])
+    if len(prompt) >= 5:
+        prompt[0] = _number(job.number)
+        prompt[1] = job.job_id
+        prompt[3] = public_extra_data(job.extra_json)
+    outputs = worker_entry.get("outputs") or {}
+    entry = dict(worker_entry)
+    entry["prompt"] = prompt
+    entry["outputs"] = {node: namespace_output(out, worker) for node, out in outputs.items()}
+    entry["gateway"] = gateway_block(job, worker, group, now_ms)
+    return entry
+
+
+def error_entry(
+    job: JobRecord, worker: str, group: str, now_ms: int, message: str, exception_type: str
+) -> dict[str, Any]:
+    """A history entry for a job that ended without a worker's entry (gave up, refused)."""
+    error: dict[str, Any] = {
+        "prompt_id": job.job_id,
+        "node_id": None,
+        "node_type": None,
+        "executed": [],
+        "exception_message": message,
+        "exception_type": exception_type,
+        "traceback": [],
+        "current_inputs": {},
+        "current_outputs": [],
+        "timestamp": now_ms,
+    }
+    item = [
+        _number(job.number),
+        job.job_id,
+        json.loads(job.prompt_json),
+        public_extra_data(job.extra_json),
+        json.loads(job.outputs_json),
+    ]
+    return {
+        "prompt": item,
+        "outputs": {},
+        "status": {
+            "status_str": "error",
+            "completed": False,
+            "messages": [["execution_error", error]],
+        },
+        "meta": {},
+        "gateway": gateway_block(job, worker, group, now_ms),
+    }
+
+
+def entry_state(entry: Mapping[str, Any]) -> JobState:
+    """success, interrupted or error, from an entry's status block."""
+    status = entry.get("status") or {}
+    if status.get("status_str") == "success":
+        return JobState.SUCCESS
+    messages = status.get("messages") or []
+    if messages and messages[-1] and messages[-1][0] == "execution_interrupted":
+        return JobState.INTERRUPTED
+    return JobState.ERROR
+
+
+def _number(number: float) -> int | float:
+    return number if number % 1 else int(number)

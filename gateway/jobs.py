@@ -1,0 +1,319 @@
+"""The job store: accepted prompts, the pending queue, claims with leases, history, in Redis.
+
+Every transition is one atomic script (gateway.scripts); transitions that concern an attempt
+are fenced by it. Final writes are shielded from cancellation, so a cancelled request or a
+stopping gateway never leaves a half-written result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, TypeVar, cast
+
+import redis.asyncio as aioredis
+
+from gateway import scripts
+from gateway.keys import Keys
+from gateway.models import JobRecord, JobState, NewJob
+
+T = TypeVar("T")
+Arg = str | int | float
+Clock = Callable[[], float]
+
+
+class EnqueueStatus(IntEnum):
+    CREATED = 0
+    IDEMPOTENT_REPLAY = 1
+    ID_IN_USE = 2
+    IDEMPOTENCY_MISMATCH = 3
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    status: EnqueueStatus
+    job_id: str
+    number: float = 0.0
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    max_failures: int = 3
+    history_max_items: int = 10000
+    job_ttl_s: float = 7 * 24 * 3600.0
+    idempotency_ttl_s: float = 24 * 3600.0
+    lease_s: float = 30.0
+
+
+async def shielded(awaitable: Awaitable[T]) -> T:
+    """Finish a write even if the caller is cancelled meanwhile."""
+    return await asyncio.shield(asyncio.ensure_future(awaitable))
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+class JobStore:
+    """Redis-backed jobs. `clock` returns seconds since the epoch (wall time, shared by nodes)."""
+
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        keys: Keys,
+        limits: StoreLimits | None = None,
+        clock: Clock = time.time,
+    ):
+        self.redis = redis
+        self.keys = keys
+        self.limits = limits or StoreLimits()
+        self.clock = clock
+        self._enqueue = redis.register_script(scripts.ENQUEUE)
+        self._claim = redis.register_script(scripts.CLAIM)
+        self._finish = redis.register_script(scripts.FINISH)
+        self._requeue = redis.register_script(scripts.REQUEUE)
+        self._start = redis.register_script(scripts.START)
+        self._cancel_pending = redis.register_script(scripts.CANCEL_PENDING)
+        self._cancel_held = redis.register_script(scripts.CANCEL_HELD)
+        self._peek = redis.register_script(scripts.PEEK)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def _deadline_ms(self) -> int:
+        return self.now_ms() + int(self.limits.lease_s * 1000)
+
+    # -- accepting ---------------------------------------------------------------------------
+
+    async def enqueue(self, job: NewJob, idempotency: tuple[str, str] | None = None) -> Enqueued:
+        """Write the job and put it in the queue, atomically; `idempotency` = (key, digest)."""
+        idem_key = self.keys.idempotency(idempotency[0]) if idempotency else ""
+        idem_value = (
+            json.dumps({"job_id": job.job_id, "sha256": idempotency[1]}) if idempotency else ""
+        )
+        args: list[Arg] = [
+            job.job_id,
+            "" if job.number is None else repr(job.number),
+            "1" if job.front else "0",
+            str(job.priority),
+            str(int(self.limits.idempotency_ttl_s * 1000)),
+            idem_value,
+            *_job_fields(job, self.now_ms()),
+        ]
+        keys = [self.keys.job(job.job_id), self.keys.pending, self.keys.counter, idem_key]
+        reply = await shielded(self._enqueue(keys=keys, args=args))
+        return _enqueued(job.job_id, reply, idempotency)
+
+    # -- dispatching -------------------------------------------------------------------------
+
+    async def peek(self, limit: int) -> list[JobRecord]:
+        """The first `limit` waiting jobs in queue order, with what placement needs."""
+        flat = await self._peek(keys=[self.keys.pending], args=[limit, self.keys.job("")])
+        out: list[JobRecord] = []
+        for i in range(0, len(flat), 4):
+            raw = {
+                "state": "pending",
+                "number": "0",
+                "placement": flat[i + 1],
+                "priority": flat[i + 2],
+                "enqueued_at_ms": flat[i + 3],
+            }
+            out.append(JobRecord.from_hash(flat[i], raw))
+        return out
+
+    async def claim(self, job_id: str, worker: str) -> JobRecord | None:
+        """Take a waiting job for `worker`: the claimed record (its new attempt), or None."""
+        keys = [
+            self.keys.job(job_id),
+            self.keys.pending,
+            self.keys.leases,
+            self.keys.worker_jobs(worker),
+            self.keys.attempts(job_id),
+        ]
+        args: list[Arg] = [job_id, worker, self.now_ms(), self._deadline_ms()]
+        reply = await shielded(self._claim(keys=keys, args=args))
+        if not reply:
+            return None
+        return JobRecord.from_hash(job_id, dict(zip(reply[::2], reply[1::2], strict=True)))
+
+    async def mark_started(self, job_id: str, attempt: int) -> bool:
+        keys = [self.keys.job(job_id), self.keys.leases]
+        args: list[Arg] = [job_id, attempt, self.now_ms(), self._deadline_ms()]
+        return bool(await self._start(keys=keys, args=args))
+
+    async def renew(self, job_ids: Iterable[str]) -> None:
+        """Push the lease deadline of held jobs; finished jobs are not re-added (XX)."""
+        ids = list(job_ids)
+        if ids:
+            deadline = self._deadline_ms()
+            await self.redis.zadd(self.keys.leases, dict.fromkeys(ids, deadline), xx=True)
+
+    async def expired(self, limit: int = 100) -> list[str]:
+        """Held jobs whose lease ran out."""
+        found = await self.redis.zrangebyscore(self.keys.leases, 0, self.now_ms(), 0, limit)
+        return [str(job_id) for job_id in found]
+
+    # -- finishing ---------------------------------------------------------------------------
+
+    def _fenced_keys(self, job_id: str, worker: str) -> list[str]:
+        return [
+            self.keys.job(job_id),
+            self.keys.pending,
+            self.keys.leases,
+            self.keys.worker_jobs(worker),
+            self.keys.attempts(job_id),
+            self.keys.history,
+            self.keys.history_seq,
+            self.keys.entry(job_id),
+        ]
+
+    async def finish(
+        self, job_id: str, worker: str, attempt: int, state: JobState, entry: Mapping[str, Any]
+    ) -> bool:
+        """Record the terminal state and history entry of this attempt; False when superseded."""
+        args: list[Arg] = [
+            job_id,
+            attempt,
+            state.value,
+            json.dumps(entry),
+            self.now_ms(),
+            self.limits.history_max_items,
+            int(self.limits.job_ttl_s * 1000),
+            self.keys.entry(""),
+        ]
+        keys = self._fenced_keys(job_id, worker)
+        return bool(await shielded(self._finish(keys=keys, args=args)))
+
+    async def requeue(
+        self,
+        job_id: str,
+        worker: str,
+        attempt: int,
+        *,
+        failed: bool,
+        outcome: str,
+        give_up_entry: Mapping[str, Any],
+    ) -> int:
+        """Back to the queue (1), or ended after too many failures (2); 0 when fenced off."""
+        args: list[Arg] = [
+            job_id,
+            attempt,
+            "1" if failed else "0",
+            self.limits.max_failures,
+            outcome,
+            self.now_ms(),
+            json.dumps(give_up_entry),
+            self.limits.history_max_items,
+            int(self.limits.job_ttl_s * 1000),
+            self.keys.entry(""),
+        ]
+        keys = self._fenced_keys(job_id, worker)
+        return int(await shielded(self._requeue(keys=keys, args=args)))
+
+    async def cancel_pending(self, job_id: str) -> bool:
+        keys = [self.keys.job(job_id), self.keys.pending]
+        args: list[Arg] = [job_id, self.now_ms(), int(self.limits.job_ttl_s * 1000)]
+        return bool(await shielded(self._cancel_pending(keys=keys, args=args)))
+
+    async def cancel_held(self, job_id: str, worker: str, attempt: int) -> bool:
+        keys = self._fenced_keys(job_id, worker)[:5]
+        args: list[Arg] = [job_id, attempt, self.now_ms(), int(self.limits.job_ttl_s * 1000)]
+        return bool(await shielded(self._cancel_held(keys=keys, args=args)))
+
+    # -- reading -----------------------------------------------------------------------------
+
+    async def get(self, job_id: str) -> JobRecord | None:
+        raw = cast(dict[str, str], await self.redis.hgetall(self.keys.job(job_id)))
+        return JobRecord.from_hash(job_id, raw) if raw else None
+
+    async def get_many(self, job_ids: Iterable[str]) -> list[JobRecord]:
+        ids = list(job_ids)
+        if not ids:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in ids:
+                pipe.hgetall(self.keys.job(job_id))
+            raws = await pipe.execute()
+        return [JobRecord.from_hash(i, raw) for i, raw in zip(ids, raws, strict=True) if raw]
+
+    async def attempts(self, job_id: str) -> list[dict[str, Any]]:
+        raw = await self.redis.lrange(self.keys.attempts(job_id), 0, -1)
+        return [json.loads(item) for item in raw]
+
+    async def queue_remaining(self) -> int:
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.keys.pending)
+            pipe.zcard(self.keys.leases)
+            pending, held = await pipe.execute()
+        return int(pending) + int(held)
+
+    async def pending_ids(self) -> list[str]:
+        return [str(i) for i in await self.redis.zrange(self.keys.pending, 0, -1)]
+
+    async def held_ids(self) -> list[str]:
+        return [str(i) for i in await self.redis.zrange(self.keys.leases, 0, -1)]
+
+    async def worker_job_ids(self, worker: str) -> set[str]:
+        return {str(i) for i in await self.redis.smembers(self.keys.worker_jobs(worker))}
+
+    async def entry(self, job_id: str) -> str | None:
+        value = await self.redis.get(self.keys.entry(job_id))
+        return None if value is None else str(value)
+
+    async def history_ids(self, start: int, stop: int) -> list[str]:
+        return [str(i) for i in await self.redis.zrange(self.keys.history, start, stop)]
+
+    async def history_count(self) -> int:
+        return int(await self.redis.zcard(self.keys.history))
+
+    async def entries(self, job_ids: list[str]) -> list[str | None]:
+        if not job_ids:
+            return []
+        values = await self.redis.mget([self.keys.entry(i) for i in job_ids])
+        return [None if v is None else str(v) for v in values]
+
+    async def delete_history(self, job_ids: Iterable[str]) -> None:
+        ids = list(job_ids)
+        if ids:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.zrem(self.keys.history, *ids)
+                pipe.delete(*[self.keys.entry(i) for i in ids])
+                await pipe.execute()
+
+    async def clear_history(self) -> None:
+        await self.delete_history(await self.history_ids(0, -1))
+
+
+def _job_fields(job: NewJob, now_ms: int) -> list[str]:
+    fields = {
+        "id": job.job_id,
+        "priority": str(job.priority),
+        "client_id": job.client_id or "",
+        "prompt": json.dumps(job.prompt),
+        "extra_data": json.dumps(job.extra_data),
+        "outputs": json.dumps(list(job.outputs)),
+        "placement": job.placement.to_json(),
+        "enqueued_at_ms": str(now_ms),
+        "attempt": "0",
+        "failures": "0",
+    }
+    if job.targets is not None:
+        fields["targets"] = json.dumps(list(job.targets))
+    return [part for pair in fields.items() for part in pair]
+
+
+def _enqueued(job_id: str, reply: list[Any], idempotency: tuple[str, str] | None) -> Enqueued:
+    kind = str(reply[0])
+    if kind == "ok":
+        return Enqueued(EnqueueStatus.CREATED, job_id, float(reply[1]))
+    if kind == "exists":
+        return Enqueued(EnqueueStatus.ID_IN_USE, job_id)
+    previous = json.loads(reply[1])
+    same = idempotency is not None and previous.get("sha256") == idempotency[1]
+    status = EnqueueStatus.IDEMPOTENT_REPLAY if same else EnqueueStatus.IDEMPOTENCY_MISMATCH
+    return Enqueued(status, str(previous["job_id"]))

@@ -1,0 +1,67 @@
+"""Every Redis key the gateway uses, in one place.
+
+All keys share a prefix (`cg` by default) so one Redis can hold several farms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "cg"
+
+    @property
+    def counter(self) -> str:
+        """INCR: the farm-wide `number` of accepted prompts."""
+        return f"{self.prefix}:counter"
+
+    @property
+    def pending(self) -> str:
+        """ZSET job id -> queue score (priority, then number): jobs waiting for a worker."""
+        return f"{self.prefix}:pending"
+
+    @property
+    def leases(self) -> str:
+        """ZSET job id -> lease deadline (ms): jobs held by a worker (sent or running)."""
+        return f"{self.prefix}:leases"
+
+    @property
+    def history(self) -> str:
+        """ZSET job id -> history sequence: finished jobs, oldest first."""
+        return f"{self.prefix}:history"
+
+    @property
+    def history_seq(self) -> str:
+        return f"{self.prefix}:history:seq"
+
+    @property
+    def workers(self) -> str:
+        """HASH worker name -> JSON registry record (url, group, gpu, pid, state, node...)."""
+        return f"{self.prefix}:workers"
+
+    @property
+    def events(self) -> str:
+        """Pub/sub channel carrying every client-bound frame (see gateway.events)."""
+        return f"{self.prefix}:events"
+
+    def job(self, job_id: str) -> str:
+        """HASH: the job record (prompt, client, state, attempt, worker, timestamps...)."""
+        return f"{self.prefix}:job:{job_id}"
+
+    def attempts(self, job_id: str) -> str:
+        """LIST of JSON attempt records, one per claim."""
+        return f"{self.prefix}:job:{job_id}:attempts"
+
+    def entry(self, job_id: str) -> str:
+        """STRING: the job's history entry (ComfyUI's shape plus a `gateway` block)."""
+        return f"{self.prefix}:entry:{job_id}"
+
+    def worker_jobs(self, worker: str) -> str:
+        """SET of job ids a worker holds (sent to it, not finished)."""
+        return f"{self.prefix}:worker:{worker}:jobs"
+
+    def idempotency(self, key: str) -> str:
+        """STRING: JSON {job_id, body_sha256} for an Idempotency-Key."""
+        return f"{self.prefix}:idem:{key}"

@@ -1,0 +1,123 @@
+"""The gateway's live view of each worker it owns: connection, held jobs, progress, residency."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gateway.models import JobRecord
+from workers.client import ComfyClient
+from workers.supervisor import WorkerHandle
+
+
+class WorkerState(StrEnum):
+    STARTING = "starting"
+    READY = "ready"
+    """Answering, relay connected: may take jobs."""
+    DISCONNECTED = "disconnected"
+    """Its event socket is down: no new jobs until it is back and reconciled."""
+    LOST = "lost"
+    """Its process exited or it refuses connections."""
+
+
+@dataclass
+class Held:
+    """A job sent to this worker: the attempt the gateway expects answers for."""
+
+    attempt: int
+    client_id: str | None
+    checkpoint: str | None = None
+    model_keys: tuple[str, ...] = ()
+    abandoned: bool = False
+    """Given up on (stalled): its end is a failed attempt to retry, not the job's result."""
+    record: JobRecord | None = None
+    """The job as claimed (saves reading it back when it finishes)."""
+    started_at_ms: int | None = None
+    sid: str | None = None
+    """The relay sid it was sent under; events come only while that connection lasts."""
+
+
+@dataclass
+class WorkerLink:
+    """One worker owned by this gateway node."""
+
+    handle: WorkerHandle
+    client: ComfyClient
+    sid: str
+    state: WorkerState = WorkerState.STARTING
+    held: dict[str, Held] = field(default_factory=dict)
+    running: str | None = None
+    last_progress_s: float = 0.0
+    last_checkpoint: str | None = None
+    resident: tuple[str, ...] = ()
+    idle_since_s: float | None = None
+    object_info: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.handle.name
+
+    @property
+    def group(self) -> str:
+        return self.handle.spec.group
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    def deaf(self) -> list[str]:
+        """Held jobs whose events go to a closed relay connection: poll them instead."""
+        return [job_id for job_id, held in self.held.items() if held.sid != self.sid]
+
+    def free_slots(self, capacity: int) -> int:
+        if self.state is not WorkerState.READY:
+            return 0
+        return max(0, capacity - len(self.held))
+
+    def stalled(self, now_s: float, stall_timeout_s: float) -> bool:
+        """A prompt runs and nothing has been heard of it for `stall_timeout_s`."""
+        return self.running is not None and now_s - self.last_progress_s > stall_timeout_s
+
+    def healthy(self, now_s: float, stall_timeout_s: float) -> bool:
+        return (
+            self.state is WorkerState.READY
+            and self.handle.alive()
+            and not self.stalled(now_s, stall_timeout_s)
+        )
+
+    def hold(self, job_id: str, held: Held) -> None:
+        self.held[job_id] = held
+        self.idle_since_s = None
+
+    def release(self, job_id: str, clock: Callable[[], float] = time.monotonic) -> Held | None:
+        held = self.held.pop(job_id, None)
+        if self.running == job_id:
+            self.running = None
+        if not self.held:
+            self.idle_since_s = clock()
+        return held
+
+
+class Links:
+    """The workers of this node, by name."""
+
+    def __init__(self, links: list[WorkerLink]):
+        self._by_name = {link.name: link for link in links}
+
+    def __iter__(self) -> Iterator[WorkerLink]:
+        return iter(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def get(self, name: str | None) -> WorkerLink | None:
+        return self._by_name.get(name) if name else None
+
+    def ready(self) -> list[WorkerLink]:
+        return [link for link in self if link.state is WorkerState.READY]
+
+    def owner_of(self, job_id: str) -> WorkerLink | None:
+        return next((link for link in self if job_id in link.held), None)

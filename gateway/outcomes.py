@@ -1,0 +1,133 @@
+"""How a held job leaves a worker: finished, failed, requeued or cancelled.
+
+Each path writes Redis first (atomically, fenced by the attempt) and only then tells the
+client, so a client that reads `/history` after `executing null` always finds the entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from gateway.events import EventKind, text_frame
+from gateway.history import entry_state, error_entry, gateway_entry
+from gateway.hub import Hub
+from gateway.jobs import JobStore
+from gateway.links import Held, WorkerLink
+from gateway.models import JobRecord
+
+log = logging.getLogger(__name__)
+
+
+class Outcomes:
+    def __init__(self, store: JobStore, hub: Hub, wake: Callable[[], None]):
+        self.store = store
+        self.hub = hub
+        self.wake = wake
+
+    async def complete(
+        self, link: WorkerLink, job_id: str, held: Held, worker_entry: Mapping[str, Any] | None
+    ) -> bool:
+        """Record the worker's history entry as the job's result, then send `executing null`."""
+        job = held.record if held.record is not None else await self.store.get(job_id)
+        if job is not None and held.started_at_ms is not None:
+            job = replace(job, started_at_ms=held.started_at_ms)
+        if job is None:
+            self._forget(link, job_id)
+            return False
+        if held.abandoned:
+            fenced = job.with_attempt(held.attempt)
+            await self.requeue(link.name, fenced, failed=True, outcome="stalled", link=link)
+            return False
+        now_ms = self.store.now_ms()
+        if worker_entry is None:
+            entry = error_entry(
+                job,
+                link.name,
+                link.group,
+                now_ms,
+                "the worker reported completion but has no history entry",
+                "GatewayError",
+            )
+        else:
+            entry = gateway_entry(worker_entry, job, link.name, link.group, now_ms)
+        applied = await self.store.finish(
+            job_id, link.name, held.attempt, entry_state(entry), entry
+        )
+        self._forget(link, job_id)
+        if held.checkpoint:
+            link.last_checkpoint = held.checkpoint
+            link.resident = held.model_keys
+        if applied:
+            log.info(
+                "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
+            )
+            self._done(held.client_id, job_id)
+        return applied
+
+    async def fail(self, link: WorkerLink, job: JobRecord, held: Held, message: str) -> None:
+        """End a job with an error that retrying elsewhere would not fix."""
+        now_ms = self.store.now_ms()
+        entry = error_entry(job, link.name, link.group, now_ms, message, "WorkerRejectedPrompt")
+        applied = await self.store.finish(
+            job.job_id, link.name, held.attempt, entry_state(entry), entry
+        )
+        self._forget(link, job.job_id)
+        if applied and held.client_id:
+            error = entry["status"]["messages"][-1][1]
+            self.hub.publish(text_frame(held.client_id, EventKind.EXECUTION_ERROR, error))
+            self._done(held.client_id, job.job_id)
+
+    async def requeue(
+        self, link_name: str, job: JobRecord, *, failed: bool, outcome: str, link: WorkerLink | None
+    ) -> int:
+        """Back to the queue (or ended after too many failures); the old worker is forgotten."""
+        now_ms = self.store.now_ms()
+        message = f"gave up after {job.failures + 1} failed attempts (last: {outcome})"
+        give_up = error_entry(
+            job, link_name, link.group if link else "", now_ms, message, "GatewayGaveUp"
+        )
+        result = await self.store.requeue(
+            job.job_id,
+            link_name,
+            job.attempt,
+            failed=failed,
+            outcome=outcome,
+            give_up_entry=give_up,
+        )
+        if link is not None:
+            self._forget(link, job.job_id)
+        if result:
+            log.info(
+                "job %s %s from %s (attempt %d, %s)",
+                job.job_id,
+                "requeued" if result == 1 else "given up",
+                link_name,
+                job.attempt,
+                outcome,
+            )
+        if result == 2 and job.client_id:
+            error = give_up["status"]["messages"][-1][1]
+            self.hub.publish(text_frame(job.client_id, EventKind.EXECUTION_ERROR, error))
+            self._done(job.client_id, job.job_id)
+        self.wake()
+        return result
+
+    async def cancel(self, link: WorkerLink | None, job: JobRecord) -> bool:
+        if link is not None:
+            self._forget(link, job.job_id)
+        ok = await self.store.cancel_held(job.job_id, job.worker or "", job.attempt)
+        self.hub.queue_changed()
+        return ok
+
+    def _forget(self, link: WorkerLink, job_id: str) -> None:
+        link.release(job_id)
+        self.hub.queue_changed()
+        self.wake()
+
+    def _done(self, client_id: str | None, job_id: str) -> None:
+        if client_id:
+            data = {"node": None, "prompt_id": job_id}
+            self.hub.publish(text_frame(client_id, EventKind.EXECUTING, data))

@@ -1,0 +1,209 @@
+"""Leases, lost workers and restarts: every held job ends up finished or back in the queue.
+
+A job is put back in the queue only once its worker is known not to hold it: the worker's
+`/history` has no entry and its `/queue` does not list it, or it refuses connections (its
+process is gone, and ComfyUI keeps its queue in memory). A worker that answers but does not
+say is asked again at the next sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from gateway.jobs import JobStore
+from gateway.links import Held, Links, WorkerLink, WorkerState
+from gateway.models import HELD, JobRecord
+from gateway.outcomes import Outcomes
+from workers.client import ComfyClient, WorkerError, WorkerUnreachable
+
+log = logging.getLogger(__name__)
+
+Restart = Callable[[WorkerLink], Coroutine[Any, Any, None]]
+
+
+class Found(StrEnum):
+    FINISHED = "finished"
+    HELD = "held"
+    ABSENT = "absent"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    found: Found
+    entry: dict[str, Any] | None = None
+    running: bool = False
+
+
+async def probe(client: ComfyClient, job_id: str) -> Verdict:
+    """Where is this prompt on that worker: finished, still queued or running, or absent?"""
+    try:
+        entry = await client.history(job_id)
+        if entry is not None:
+            return Verdict(Found.FINISHED, entry)
+        queue = await client.queue()
+        if queue.holds(job_id):
+            return Verdict(Found.HELD, running=job_id in queue.running)
+        # It may have finished between the two questions.
+        entry = await client.history(job_id)
+        return Verdict(Found.FINISHED, entry) if entry else Verdict(Found.ABSENT)
+    except WorkerUnreachable:
+        return Verdict(Found.ABSENT)
+    except WorkerError:
+        return Verdict(Found.UNKNOWN)
+
+
+class Recovery:
+    def __init__(
+        self,
+        store: JobStore,
+        links: Links,
+        outcomes: Outcomes,
+        *,
+        lease_s: float,
+        stall_timeout_s: float,
+        restart: Restart | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.store = store
+        self.links = links
+        self.outcomes = outcomes
+        self.lease_s = lease_s
+        self.stall_timeout_s = stall_timeout_s
+        self.restart = restart
+        self.clock = clock
+        self._restarts: set[asyncio.Task[None]] = set()
+
+    @property
+    def interval_s(self) -> float:
+        """Also how often jobs that send no events are polled, hence at most a second."""
+        return min(1.0, max(0.05, self.lease_s / 4))
+
+    async def run(self) -> None:
+        """Renew the leases of healthy workers, notice lost ones, recover expired jobs."""
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("recovery round failed")
+            await asyncio.sleep(self.interval_s)
+
+    async def tick(self) -> None:
+        now_s = self.clock()
+        for link in self.links:
+            if link.healthy(now_s, self.stall_timeout_s):
+                await self.store.renew(link.held)
+            elif link.handle.managed and not link.handle.alive():
+                await self.worker_lost(link)
+            elif link.stalled(now_s, self.stall_timeout_s):
+                await self._stalled(link)
+        for link in self.links:
+            for job_id in link.deaf():
+                await self.recover(job_id, failed=False)
+        for job_id in await self.store.expired():
+            await self.recover(job_id, failed=True)
+
+    async def stop(self) -> None:
+        for task in list(self._restarts):
+            task.cancel()
+        await asyncio.gather(*self._restarts, return_exceptions=True)
+
+    # -- whole workers -----------------------------------------------------------------------
+
+    async def worker_lost(self, link: WorkerLink) -> None:
+        """Its process exited: nothing it held survives, so every job goes back."""
+        if link.state is WorkerState.LOST and not link.held:
+            return
+        code = link.handle.process.returncode if link.handle.process else None
+        log.warning(
+            "worker %s lost (exit code %s); recovering %d jobs", link.name, code, len(link.held)
+        )
+        link.state = WorkerState.LOST
+        for job_id in set(link.held) | await self.store.worker_job_ids(link.name):
+            await self.recover(job_id, failed=True)
+        if self.restart is not None and not self._restarts:
+            task = asyncio.create_task(self.restart(link))
+            self._restarts.add(task)
+            task.add_done_callback(self._restarts.discard)
+
+    async def _stalled(self, link: WorkerLink) -> None:
+        """A prompt made no progress for too long: end that process, or abandon the prompt."""
+        log.warning(
+            "worker %s stalled on %s for %.0fs",
+            link.name,
+            link.running,
+            self.clock() - link.last_progress_s,
+        )
+        if link.handle.process is not None:
+            await asyncio.to_thread(link.handle.process.kill)
+            await self.worker_lost(link)
+            return
+        for job_id, held in link.held.items():
+            held.abandoned = True
+            with contextlib.suppress(WorkerError):
+                await link.client.interrupt(job_id)
+                await link.client.delete([job_id])
+        link.last_progress_s = self.clock()
+
+    async def reconcile(self, link: WorkerLink) -> None:
+        """On (re)connect: adopt what the worker still runs, record what it finished, requeue
+        what it lost. Then it may take jobs again."""
+        for job_id in set(link.held) | await self.store.worker_job_ids(link.name):
+            await self.recover(job_id, failed=False)
+        if link.handle.alive():
+            link.state = WorkerState.READY
+            link.last_progress_s = self.clock()
+            self.outcomes.wake()
+
+    # -- single jobs -------------------------------------------------------------------------
+
+    async def recover(self, job_id: str, *, failed: bool) -> None:
+        job = await self.store.get(job_id)
+        if job is None or job.state not in HELD or not job.worker:
+            await self.store.redis.zrem(self.store.keys.leases, job_id)
+            return
+        link = self.links.get(job.worker)
+        if link is None:
+            # Another node's worker: that node renews it while alive; nothing to ask here.
+            return
+        verdict = await probe(link.client, job_id)
+        await self._act(link, job, verdict, failed)
+
+    async def _act(self, link: WorkerLink, job: JobRecord, verdict: Verdict, failed: bool) -> None:
+        held = link.held.get(job.job_id) or _held_from(job)
+        if verdict.found is Found.FINISHED:
+            await self.outcomes.complete(link, job.job_id, held, verdict.entry)
+        elif verdict.found is Found.HELD:
+            self._adopt(link, job, held, verdict.running)
+            await self.store.renew([job.job_id])
+        elif verdict.found is Found.ABSENT:
+            reason = "lost by its worker" if link.handle.alive() else "worker exited"
+            await self.outcomes.requeue(
+                link.name, job, failed=failed or held.abandoned, outcome=reason, link=link
+            )
+        elif link.handle.managed and not link.handle.alive():
+            await self.outcomes.requeue(
+                link.name, job, failed=failed, outcome="worker exited", link=link
+            )
+
+    def _adopt(self, link: WorkerLink, job: JobRecord, held: Held, running: bool) -> None:
+        if job.job_id not in link.held:
+            log.info("job %s adopted on %s (attempt %d)", job.job_id, link.name, job.attempt)
+            link.hold(job.job_id, held)
+        if running and link.running != job.job_id:
+            link.running = job.job_id
+        if held.sid != link.sid:
+            # No events will tell its progress: still held by a live worker is all we know.
+            link.last_progress_s = self.clock()
+
+
+def _held_from(job: JobRecord) -> Held:
+    p = job.placement
+    return Held(job.attempt, job.client_id, p.checkpoint, p.model_keys)

@@ -1,0 +1,149 @@
+"""One upstream event socket per worker, re-routed to the clients that own the prompts.
+
+The gateway submits every job with `client_id` = the worker's relay sid, so every event of
+every job reaches the relay; it forwards each to the owning client's channel by `prompt_id`.
+Upstream `status` frames are dropped (the farm sends its own). Binary previews carry a
+prompt id only in the metadata format (which the relay asks for); others go to the prompt the
+worker runs, since a worker runs one prompt at a time. Events of prompts this worker no
+longer holds (a superseded attempt) are ignored.
+
+Every connection uses a fresh sid: ComfyUI unregisters a sid when an old socket with that sid
+closes, even after a newer socket took the sid over, so reusing one could leave the relay deaf.
+The price: prompts sent under an earlier sid (before a reconnect or a gateway restart) send
+their events nowhere; the recovery sweep polls the worker for those until they finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from gateway.events import ClientFrame, EventKind, preview_prompt_id, text_frame
+from gateway.history import namespace_output
+from gateway.hub import Hub
+from gateway.jobs import JobStore
+from gateway.links import Held, WorkerLink, WorkerState
+from gateway.outcomes import Outcomes
+from workers.client import Frame, WorkerError
+
+log = logging.getLogger(__name__)
+
+FEATURE_FLAGS = {"supports_preview_metadata": True}
+Reconcile = Callable[[WorkerLink], Awaitable[None]]
+
+
+def relay_sid(worker: str) -> str:
+    """A new sid for one connection of this worker's relay."""
+    return f"comfy-gateway.{worker}.{uuid.uuid4().hex[:12]}"
+
+
+class Relay:
+    """Runs the event socket of one worker until cancelled, reconnecting with backoff."""
+
+    def __init__(
+        self,
+        link: WorkerLink,
+        store: JobStore,
+        hub: Hub,
+        outcomes: Outcomes,
+        on_connect: Reconcile,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.link = link
+        self.store = store
+        self.hub = hub
+        self.outcomes = outcomes
+        self.on_connect = on_connect
+        self.clock = clock
+        self._writes: set[asyncio.Task[Any]] = set()
+
+    async def run(self) -> None:
+        backoff_s = 0.1
+        while True:
+            try:
+                await self._session()
+                backoff_s = 0.1
+            except WorkerError as exc:
+                log.info("relay %s: %s", self.link.name, exc)
+            except Exception as exc:
+                # Redis down, a malformed frame...: the relay must outlive it. What it missed,
+                # the lease sweep and the reconcile on reconnect recover.
+                log.warning("relay %s dropped: %r", self.link.name, exc)
+            if self.link.state is WorkerState.READY:
+                self.link.state = WorkerState.DISCONNECTED
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, 2.0)
+
+    async def _session(self) -> None:
+        self.link.sid = relay_sid(self.link.name)
+        async with self.link.client.events(self.link.sid, FEATURE_FLAGS) as frames:
+            await self.on_connect(self.link)
+            async for frame in frames:
+                await self.handle(frame)
+
+    async def handle(self, frame: Frame) -> None:
+        if isinstance(frame, bytes):
+            self._binary(frame)
+        else:
+            await self._text(frame)
+
+    def _binary(self, frame: bytes) -> None:
+        prompt_id = preview_prompt_id(frame) or self.link.running
+        held = self.link.held.get(prompt_id) if prompt_id else None
+        if held is not None and held.client_id:
+            self.hub.publish(ClientFrame(held.client_id, data=frame))
+
+    async def _text(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        data = message.get("data")
+        if kind == EventKind.STATUS:
+            self.hub.queue_changed()
+            return
+        if not isinstance(data, dict) or not data.get("prompt_id"):
+            return
+        prompt_id = str(data["prompt_id"])
+        held = self.link.held.get(prompt_id)
+        if held is None:
+            return
+        self.link.last_progress_s = self.clock()
+        if kind == EventKind.EXECUTING and data.get("node") is None:
+            await self._finished(prompt_id, held)
+            return
+        if kind == EventKind.EXECUTION_START:
+            self.link.running = prompt_id
+            held.started_at_ms = self.store.now_ms()
+            # Not awaited: the event need not wait for Redis, and START is a no-op once the
+            # job has finished.
+            self._background(self.store.mark_started(prompt_id, held.attempt))
+        elif kind == EventKind.EXECUTED and isinstance(data.get("output"), dict):
+            data = {**data, "output": namespace_output(data["output"], self.link.name)}
+            message = {"type": kind, "data": data}
+        self._forward(held, message)
+
+    def _background(self, write: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: asyncio.Task[Any]) -> None:
+        self._writes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("relay %s: background write failed: %r", self.link.name, task.exception())
+
+    def _forward(self, held: Held, message: dict[str, Any]) -> None:
+        if held.client_id:
+            self.hub.publish(text_frame(held.client_id, str(message["type"]), message["data"]))
+
+    async def _finished(self, prompt_id: str, held: Held) -> None:
+        """ComfyUI wrote its history entry before this frame: fetch it, record it, then tell."""
+        try:
+            entry = await self.link.client.history(prompt_id)
+        except WorkerError as exc:
+            # Leave the job held: the lease sweep asks the worker again.
+            log.warning("history of %s from %s unavailable: %s", prompt_id, self.link.name, exc)
+            return
+        await self.outcomes.complete(self.link, prompt_id, held, entry)

@@ -1,0 +1,94 @@
+"""Expected seconds a job costs on a worker: wait + loads of what is not resident + work / speed.
+
+Pure functions over the snapshot views; every policy that reasons in seconds uses these, so
+their estimates agree. Residency is modelled as an LRU list of model keys, most recently used
+first, holding `cache_slots` keys (or the keys of one prompt, whichever is more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gateway.scheduler.snapshot import JobView, WorkerView
+
+DEFAULT_SPEED = 1.0
+"""Work units per second assumed for a family a worker has never run (nothing better known)."""
+DEFAULT_LOAD_S = 10.0
+"""Seconds assumed to load a model key with no estimate by key or by family."""
+
+
+def models_of(job: JobView) -> frozenset[str]:
+    """The model keys a job needs resident: its loader files, else its checkpoint, else none."""
+    if job.model_keys:
+        return job.model_keys
+    return frozenset((job.checkpoint,)) if job.checkpoint else frozenset()
+
+
+def can_run(job: JobView, worker: WorkerView) -> bool:
+    """Whether the worker is eligible for the job (validation, A/B group)."""
+    if job.eligible is not None and worker.name not in job.eligible:
+        return False
+    return job.group is None or job.group == worker.group
+
+
+def speed_of(worker: WorkerView, family: str) -> float:
+    """Work units per second of `worker` for `family`; the mean of its known families if this one
+    was never measured."""
+    speed = worker.speed.get(family)
+    if speed is not None and speed > 0:
+        return speed
+    known = [value for value in worker.speed.values() if value > 0]
+    return sum(known) / len(known) if known else DEFAULT_SPEED
+
+
+def run_s(job: JobView, worker: WorkerView) -> float:
+    """Warm seconds of the job on the worker (nothing to load)."""
+    fixed = worker.fixed_s.get(job.family, 0.0)
+    return fixed + job.work_units / speed_of(worker, job.family)
+
+
+def key_load_s(worker: WorkerView, key: str, family: str) -> float:
+    """Seconds to load one model key on the worker: by key, else by family, else the default."""
+    seconds = worker.load_s.get(key)
+    if seconds is None:
+        seconds = worker.load_s.get(family, DEFAULT_LOAD_S)
+    return seconds
+
+
+def load_s(job: JobView, worker: WorkerView, resident: Iterable[str]) -> float:
+    """Seconds to load what the job needs and `resident` does not hold."""
+    held = set(resident)
+    return sum(key_load_s(worker, key, job.family) for key in models_of(job) - held)
+
+
+def touch(resident: tuple[str, ...], models: frozenset[str], slots: int) -> tuple[str, ...]:
+    """Residency after running a prompt that uses `models` (MRU first, LRU evicted)."""
+    if not models:
+        return resident
+    rest = tuple(key for key in resident if key not in models)
+    return (tuple(sorted(models)) + rest)[: max(slots, len(models))]
+
+
+def evicted(resident: tuple[str, ...], models: frozenset[str], slots: int) -> frozenset[str]:
+    """Model keys that running a prompt using `models` pushes out of `resident`."""
+    return frozenset(resident) - frozenset(touch(resident, models, slots))
+
+
+def resident_after_queue(worker: WorkerView) -> tuple[str, ...]:
+    """What the worker will hold once the jobs it has queued (not started) have run."""
+    resident = worker.resident
+    for models in worker.queued:
+        resident = touch(resident, models, worker.cache_slots)
+    return resident
+
+
+def completion_s(job: JobView, worker: WorkerView) -> float:
+    """Expected seconds from now until the job would finish if sent to the worker now, behind
+    what it already holds: wait + load of what will not be resident + warm run."""
+    resident = resident_after_queue(worker)
+    return worker.outstanding_s + load_s(job, worker, resident) + run_s(job, worker)
+
+
+def is_warm(job: JobView, resident: Iterable[str]) -> bool:
+    """Whether every model key of the job is in `resident`."""
+    return models_of(job) <= set(resident)

@@ -1,0 +1,128 @@
+"""`comfy-gateway serve`: settings once, Redis, workers, then the HTTP server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+import uvicorn
+from pydantic import ValidationError
+
+from gateway.app import create_app
+from gateway.links import WorkerLink
+from gateway.redis_server import EmbeddedRedis
+from gateway.settings import Settings, WorkerConfig, resolve_workers
+from workers.supervisor import FarmLayout, Supervisor, WorkerSpec, visible_gpus
+
+log = logging.getLogger("gateway")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="comfy-gateway serve",
+        argument_default=argparse.SUPPRESS,
+        description="One ComfyUI endpoint in front of a farm.",
+    )
+    add = parser.add_argument
+    add("--host", help="listen address (default 127.0.0.1)")
+    add("--port", type=int, help="listen port (default 8188)")
+    add("--config", help="TOML file: settings and [[workers]]")
+    add(
+        "--redis-url", dest="redis_url", help="shared Redis; default: a private one in the data dir"
+    )
+    add("--data-dir", dest="data_dir", help="Redis AOF, worker folders, shared inputs (./.data)")
+    add("--emulate", type=int, help="run N emulated workers")
+    add("--emulate-profile", dest="emulate_profile", help="card profile of emulated workers")
+    add("--time-scale", dest="time_scale", type=float, help="emulator time scale (1 = real)")
+    add("--comfyui", help="a ComfyUI checkout: one worker per visible GPU")
+    add("--comfyui-python", dest="comfyui_python", help="the Python that runs that ComfyUI")
+    add("--gpus", help="GPU slots to use, e.g. 0,1")
+    add("--policy", help="placement policy (round_robin, least_outstanding, sticky, ...)")
+    add("--log-level", dest="log_level", help="debug, info, warning")
+    return parser
+
+
+def load_settings(argv: Sequence[str]) -> Settings:
+    flags: dict[str, Any] = vars(build_parser().parse_args(list(argv)))
+    return Settings(**flags)
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        settings = load_settings(argv)
+    except (ValidationError, FileNotFoundError, ValueError) as exc:
+        print(f"comfy-gateway serve: bad settings: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        return asyncio.run(run(settings))
+    except KeyboardInterrupt:
+        return 0
+
+
+def to_spec(worker: WorkerConfig) -> WorkerSpec:
+    return WorkerSpec(
+        name=worker.name,
+        group=worker.group,
+        gpu=worker.gpu,
+        args=worker.args,
+        python=worker.python,
+        comfyui=worker.comfyui,
+        emulate=worker.emulate,
+        checkpoints=worker.checkpoints,
+        url=worker.url,
+    )
+
+
+async def run(settings: Settings) -> int:
+    # Absolute: redis-server and the workers resolve paths from their own working dirs.
+    settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
+    async with AsyncExitStack() as stack:
+        if settings.redis_url is None:
+            redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.appendfsync)
+            await asyncio.to_thread(redis.start)
+            stack.callback(redis.stop)
+            settings = settings.model_copy(update={"redis_url": redis.url})
+        workers = resolve_workers(settings, visible_gpus(os.environ))
+        if not workers:
+            log.error("no workers: configure [[workers]], pass --gpus, or --emulate N")
+            return 2
+        layout = FarmLayout(
+            settings.data_dir / "workers", settings.data_dir / "input", settings.time_scale
+        )
+        supervisor = Supervisor([to_spec(w) for w in workers], layout, environ=os.environ)
+        stack.push_async_callback(supervisor.stop_all)
+        handles = await supervisor.start_all(settings.worker_start_timeout_s)
+        if not any(handle.ready for handle in handles):
+            log.error("no worker became ready; see %s/*/worker.log", layout.root)
+            return 1
+
+        async def restart(link: WorkerLink) -> None:
+            await supervisor.restart(link.handle, settings.worker_start_timeout_s)
+
+        app = create_app(settings, handles, input_dir=layout.input_dir, restart=restart)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+        )
+        log.info(
+            "gateway on http://%s:%d with %d workers, redis %s",
+            settings.host,
+            settings.port,
+            len(handles),
+            settings.redis_url,
+        )
+        await uvicorn.Server(config).serve()
+    return 0

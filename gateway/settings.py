@@ -1,0 +1,194 @@
+"""The gateway's one settings class: TOML file < environment (COMFY_GATEWAY_*) < flags.
+
+Read once at the entry point (`gateway.serve`) and passed down; library modules never read
+the environment themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DEFAULT_EMULATED = 2
+
+
+class WorkerConfig(BaseModel):
+    """One worker of the farm: a real ComfyUI (`gpu`) or an emulated one (`emulate`).
+
+    `url` names an instance that is already running and that the gateway does not start.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    group: str = "default"
+    gpu: int | None = None
+    args: tuple[str, ...] = ()
+    python: str | None = None
+    comfyui: Path | None = None
+    emulate: str | None = None
+    checkpoints: tuple[str, ...] = ()
+    url: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_path_safe(cls, value: str) -> str:
+        # The name namespaces the worker's output files in /view, so it must be one path part.
+        if not NAME_RE.match(value):
+            raise ValueError(f"worker name {value!r} must match {NAME_RE.pattern}")
+        return value
+
+    @property
+    def emulated(self) -> bool:
+        return self.emulate is not None
+
+
+class Settings(BaseSettings):
+    """Everything `comfy-gateway serve` can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COMFY_GATEWAY_", extra="forbid", populate_by_name=True
+    )
+
+    config: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8188
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("redis_url", "COMFY_GATEWAY_REDIS_URL", "REDIS_URL"),
+    )
+    redis_prefix: str = "cg"
+    data_dir: Path = Path(".data")
+    appendfsync: str = "everysec"
+    emulate: int | None = None
+    emulate_profile: str = "rtx4070ti"
+    emulate_checkpoints: tuple[str, ...] = ()
+    time_scale: float = 1.0
+    comfyui: Path | None = None
+    comfyui_python: str | None = None
+    gpus: tuple[int, ...] | None = None
+    policy: str = "sticky"
+    workers: tuple[WorkerConfig, ...] = ()
+    auth_token: str | None = None
+
+    max_body_mib: float = 100.0
+    max_attempts: int = 3
+    lease_s: float = 30.0
+    stall_timeout_s: float = 600.0
+    worker_start_timeout_s: float = 300.0
+    worker_request_timeout_s: float = 30.0
+    prefetch: int = 1
+    history_max_items: int = 10000
+    job_ttl_s: float = 7 * 24 * 3600.0
+    idempotency_ttl_s: float = 24 * 3600.0
+    log_level: str = "info"
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _split_gpus(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(int(part) for part in value.split(",") if part.strip())
+        if isinstance(value, int):
+            return (value,)
+        return value
+
+    @field_validator("emulate_checkpoints", mode="before")
+    @classmethod
+    def _split_names(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _unique_worker_names(self) -> Settings:
+        names = [worker.name for worker in self.workers]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate worker names: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mib * 1024 * 1024)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        config_path = _config_path(init_settings, env_settings)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if config_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_path))
+        return tuple(sources)
+
+
+def _config_path(
+    init_settings: PydanticBaseSettingsSource, env_settings: PydanticBaseSettingsSource
+) -> Path | None:
+    """The TOML file named by the `--config` flag, else by COMFY_GATEWAY_CONFIG."""
+    from_init = getattr(init_settings, "init_kwargs", {}).get("config")
+    value = from_init if from_init is not None else env_settings().get("config")
+    if value is None:
+        return None
+    path = Path(value)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    return path
+
+
+def resolve_workers(settings: Settings, visible_gpus: tuple[int, ...]) -> tuple[WorkerConfig, ...]:
+    """The farm to run: configured workers, else one ComfyUI per GPU, else emulated ones.
+
+    `--emulate N` always means N emulated workers; with neither a worker list nor `--comfyui`
+    the farm is `--emulate 2`, so the quick start needs no configuration.
+    """
+    if settings.emulate is not None:
+        return _emulated(settings, settings.emulate)
+    if settings.workers:
+        return tuple(_with_defaults(worker, settings) for worker in settings.workers)
+    if settings.comfyui is not None:
+        gpus = settings.gpus if settings.gpus is not None else visible_gpus
+        return tuple(
+            WorkerConfig(
+                name=f"gpu{gpu}", gpu=gpu, comfyui=settings.comfyui, python=settings.comfyui_python
+            )
+            for gpu in gpus
+        )
+    return _emulated(settings, DEFAULT_EMULATED)
+
+
+def _emulated(settings: Settings, count: int) -> tuple[WorkerConfig, ...]:
+    return tuple(
+        WorkerConfig(
+            name=f"sim{index}",
+            emulate=settings.emulate_profile,
+            checkpoints=settings.emulate_checkpoints,
+        )
+        for index in range(count)
+    )
+
+
+def _with_defaults(worker: WorkerConfig, settings: Settings) -> WorkerConfig:
+    if worker.emulated or worker.url is not None:
+        return worker
+    return worker.model_copy(
+        update={
+            "comfyui": worker.comfyui or settings.comfyui,
+            "python": worker.python or settings.comfyui_python,
+        }
+    )

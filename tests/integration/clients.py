@@ -1,0 +1,89 @@
+"""A ComfyUI-style client, as script_examples/websockets_api_example.py uses the API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+
+
+@dataclass
+class ComfyStyleClient:
+    """One client id, one event socket, and what it has seen."""
+
+    base_url: str
+    client_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    http: httpx.AsyncClient = field(init=False)
+    socket: ClientConnection | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    binary: list[bytes] = field(default_factory=list)
+    done: dict[str, asyncio.Event] = field(default_factory=dict)
+    _reader: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=30)
+
+    async def open(self) -> None:
+        url = self.base_url.replace("http", "ws", 1) + f"/ws?clientId={self.client_id}"
+        self.socket = await connect(url, max_size=None)
+        first = json.loads(await self.socket.recv())
+        assert first["type"] == "status"
+        assert first["data"]["sid"] == self.client_id
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.socket is not None
+        async for message in self.socket:
+            if isinstance(message, bytes):
+                self.binary.append(message)
+                continue
+            event = json.loads(message)
+            self.events.append(event)
+            data = event.get("data") or {}
+            if event["type"] == "executing" and data.get("node") is None and data.get("prompt_id"):
+                self.done.setdefault(data["prompt_id"], asyncio.Event()).set()
+
+    async def post(self, prompt: dict[str, Any], **extra: Any) -> httpx.Response:
+        body = {"prompt": prompt, "client_id": self.client_id, **extra}
+        return await self.http.post("/prompt", json=body)
+
+    async def queue_prompt(self, prompt: dict[str, Any], **extra: Any) -> str:
+        response = await self.post(prompt, **extra)
+        assert response.status_code == 200, response.text
+        prompt_id: str = response.json()["prompt_id"]
+        self.done.setdefault(prompt_id, asyncio.Event())
+        return prompt_id
+
+    async def wait(self, prompt_id: str, timeout_s: float = 30) -> dict[str, Any]:
+        """Wait for `executing null`, then read the history entry (it must be there)."""
+        await asyncio.wait_for(self.done.setdefault(prompt_id, asyncio.Event()).wait(), timeout_s)
+        history = (await self.http.get(f"/history/{prompt_id}")).json()
+        assert prompt_id in history, f"no history for {prompt_id} after executing null"
+        entry: dict[str, Any] = history[prompt_id]
+        return entry
+
+    def events_of(self, prompt_id: str) -> list[str]:
+        return [
+            e["type"]
+            for e in self.events
+            if isinstance(e.get("data"), dict) and e["data"].get("prompt_id") == prompt_id
+        ]
+
+    def prompt_ids_seen(self) -> set[str]:
+        return {
+            e["data"]["prompt_id"]
+            for e in self.events
+            if isinstance(e.get("data"), dict) and e["data"].get("prompt_id")
+        }
+
+    async def close(self) -> None:
+        if self.socket is not None:
+            await self.socket.close()
+        if self._reader is not None:
+            await self._reader
+        await self.http.aclose()

@@ -1,0 +1,126 @@
+"""Integration fixtures: real emulator processes, a real Redis, the gateway on a real port."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from gateway.app import create_app
+from gateway.settings import Settings
+from workers.ports import free_port
+from workers.process import ChildProcess
+from workers.supervisor import FarmLayout, WorkerHandle, WorkerSpec, emulator_argv
+
+TRANSCRIPT = Path(__file__).parents[1] / "contract" / "ws_transcript.json"
+CHECKPOINTS = ("sd15_a.safetensors", "sd15_b.safetensors", "sdxl_c.safetensors")
+TIME_SCALE = 0.01
+
+
+def start_emulators(layout: FarmLayout, names: list[str], **spec: Any) -> list[WorkerHandle]:
+    """Emulator processes (the gateway does not own them: it reaches them by URL)."""
+    layout.input_dir.mkdir(parents=True, exist_ok=True)
+    handles = []
+    for name in names:
+        for folder in (layout.output_dir(name), layout.temp_parent(name)):
+            folder.mkdir(parents=True, exist_ok=True)
+        worker = WorkerSpec(name=name, emulate="rtx4070ti", checkpoints=CHECKPOINTS, **spec)
+        port = free_port()
+        process = ChildProcess(
+            emulator_argv(worker, port, layout),
+            env=dict(os.environ),
+            log_path=layout.root / name / "worker.log",
+        )
+        process.start()
+        handles.append(WorkerHandle(spec=worker, url=f"http://127.0.0.1:{port}", process=process))
+    try:
+        for handle in handles:
+            assert handle.process is not None
+            handle.process.wait_ready(handle.url + "/prompt", 60)
+            handle.ready = True
+    except BaseException:
+        stop_emulators(handles)
+        raise
+    return handles
+
+
+def stop_emulators(handles: list[WorkerHandle]) -> None:
+    for handle in handles:
+        if handle.process is not None:
+            handle.process.terminate(2)
+
+
+def as_external(handles: list[WorkerHandle]) -> list[WorkerHandle]:
+    """The same processes, seen as workers the gateway reaches but does not own."""
+    return [WorkerHandle(spec=h.spec, url=h.url, ready=True) for h in handles]
+
+
+@pytest.fixture(scope="session")
+def farm_layout(tmp_path_factory: pytest.TempPathFactory) -> FarmLayout:
+    root = tmp_path_factory.mktemp("farm")
+    return FarmLayout(root / "workers", root / "input", TIME_SCALE)
+
+
+@pytest.fixture(scope="session")
+def emulators(farm_layout: FarmLayout) -> Iterator[list[WorkerHandle]]:
+    """Four emulated workers shared by the tests that do not break them."""
+    handles = start_emulators(farm_layout, ["sim0", "sim1", "sim2", "sim3"])
+    yield handles
+    stop_emulators(handles)
+
+
+def gateway_settings(redis_url: str, tmp_path: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "redis_url": redis_url,
+        "data_dir": tmp_path / "data",
+        "lease_s": 2.0,
+        "stall_timeout_s": 30.0,
+        "policy": "sticky",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@asynccontextmanager
+async def running_gateway(
+    settings: Settings, handles: list[WorkerHandle], input_dir: Path | None
+) -> AsyncIterator[str]:
+    """The gateway app served by uvicorn on a free port, inside this event loop."""
+    app = create_app(settings, handles, input_dir=input_dir, node="test")
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("gateway did not start")
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def txt2img(
+    ckpt: str, prefix: str, *, seed: int = 1, steps: int = 1, size: int = 64
+) -> dict[str, Any]:
+    """The recorded transcript's graph on another checkpoint."""
+    data = json.loads(TRANSCRIPT.read_text())
+    prompt: dict[str, Any] = copy.deepcopy(data["responses"]["queue_during"]["queue_running"][0][2])
+    prompt["4"]["inputs"]["ckpt_name"] = ckpt
+    prompt["5"]["inputs"].update(width=size, height=size)
+    prompt["3"]["inputs"].update(seed=seed, steps=steps)
+    prompt["9"]["inputs"]["filename_prefix"] = prefix
+    return prompt

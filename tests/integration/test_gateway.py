@@ -1,0 +1,308 @@
+"""The gateway end to end: real Redis, real emulator processes, ComfyUI-style clients."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from gateway.redis_server import EmbeddedRedis
+from tests.integration.clients import ComfyStyleClient
+from tests.integration.conftest import (
+    CHECKPOINTS,
+    as_external,
+    gateway_settings,
+    running_gateway,
+    start_emulators,
+    stop_emulators,
+    txt2img,
+)
+from workers.supervisor import FarmLayout, WorkerHandle
+
+
+async def test_a_comfyui_client_posts_listens_reads_history_and_views(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path)
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "first"))
+        entry = await client.wait(prompt_id)
+        kinds = client.events_of(prompt_id)
+        assert kinds[0] == "execution_start"
+        assert kinds.index("execution_success") < len(kinds) - 1
+        assert kinds[-1] == "executing"
+        assert entry["status"]["status_str"] == "success"
+        assert entry["gateway"]["worker"] in {h.name for h in emulators}
+        image = entry["outputs"]["9"]["images"][0]
+        assert image["subfolder"] == entry["gateway"]["worker"]
+        view = await client.http.get("/view", params=image)
+        assert view.status_code == 200
+        assert view.headers["content-type"] == "image/png"
+        assert Image.open(io.BytesIO(view.content)).size == (64, 64)
+        queue = (await client.http.get("/api/queue")).json()
+        assert queue == {"queue_running": [], "queue_pending": []}
+        await client.close()
+
+
+async def test_bad_input_gets_comfyuis_errors_never_a_500(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path, max_body_mib=0.05)
+    async with (
+        running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        unknown_ckpt = txt2img("nope.safetensors", "x")
+        answer = await http.post("/prompt", json={"prompt": unknown_ckpt})
+        assert answer.status_code == 400
+        errors = answer.json()["node_errors"]["4"]["errors"]
+        assert errors[0]["type"] == "value_not_in_list"
+        unknown_class = {"1": {"class_type": "NoSuchNode", "inputs": {}}}
+        answer = await http.post("/prompt", json={"prompt": unknown_class})
+        assert answer.json()["error"]["type"] == "invalid_prompt"
+        answer = await http.post("/prompt", content=b"{not json")
+        assert (answer.status_code, answer.json()["error"]["type"]) == (400, "invalid_json")
+        answer = await http.post("/prompt", json={"client_id": "x"})
+        assert answer.json()["error"]["type"] == "no_prompt"
+        answer = await http.post("/prompt", content=b"x" * 100_000)
+        assert answer.status_code == 413
+        answer = await http.post(
+            "/prompt", json={"prompt": txt2img(CHECKPOINTS[0], "x"), "prompt_id": "not-a-uuid"}
+        )
+        assert answer.json()["error"]["type"] == "invalid_prompt_id"
+        answer = await http.post("/queue", json={"clear": True})
+        assert answer.status_code == 403
+        assert "auth" in answer.json()["error"]["message"]
+        answer = await http.get("/view", params={"filename": "../etc/passwd"})
+        assert answer.status_code == 400
+        answer = await http.get("/view", params={"filename": "a.png", "subfolder": "sim0/.."})
+        assert answer.status_code == 403
+
+
+async def test_prompt_id_and_idempotency_key(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path)
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        own_id = "0b0e7a9e-3f7d-4c2f-9a1f-0a4d4b1f6c11"
+        assert await client.queue_prompt(txt2img(CHECKPOINTS[0], "own"), prompt_id=own_id) == own_id
+        reused = await client.post(txt2img(CHECKPOINTS[0], "own"), prompt_id=own_id)
+        assert (reused.status_code, reused.json()["error"]["type"]) == (400, "prompt_id_in_use")
+        body = {"prompt": txt2img(CHECKPOINTS[1], "idem"), "client_id": client.client_id}
+        headers = {"Idempotency-Key": "k-1"}
+        first = (await client.http.post("/prompt", json=body, headers=headers)).json()
+        again = (await client.http.post("/prompt", json=body, headers=headers)).json()
+        assert first == again
+        await client.wait(own_id)
+        await client.wait(first["prompt_id"])
+        await client.close()
+
+
+async def test_many_clients_many_workers_each_job_exactly_once(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path)
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        clients = [ComfyStyleClient(url) for _ in range(8)]
+        await asyncio.gather(*(c.open() for c in clients))
+
+        async def submit(client: ComfyStyleClient, index: int) -> list[str]:
+            return [
+                await client.queue_prompt(
+                    txt2img(CHECKPOINTS[(index + j) % 3], f"c{index}", seed=j)
+                )
+                for j in range(25)
+            ]
+
+        ids = await asyncio.gather(*(submit(c, i) for i, c in enumerate(clients)))
+        entries = await asyncio.gather(
+            *(c.wait(p, timeout_s=90) for c, mine in zip(clients, ids, strict=True) for p in mine)
+        )
+        assert len({p for mine in ids for p in mine}) == 200
+        assert all(e["status"]["status_str"] == "success" for e in entries)
+        assert {e["gateway"]["attempts"] for e in entries} == {1}
+        assert len({e["gateway"]["worker"] for e in entries}) == 4
+        for client, mine in zip(clients, ids, strict=True):
+            assert client.prompt_ids_seen() == set(mine)
+            for prompt_id in mine:
+                kinds = client.events_of(prompt_id)
+                assert kinds.count("execution_start") == 1
+                assert kinds.count("execution_success") == 1
+                assert kinds[-1] == "executing"
+        history = (await clients[0].http.get("/history")).json()
+        assert len(history) == 200
+        await asyncio.gather(*(c.close() for c in clients))
+        await _assert_ran_once(emulators, [p for mine in ids for p in mine])
+
+
+async def _assert_ran_once(handles: list[WorkerHandle], prompt_ids: list[str]) -> None:
+    """Every prompt is in exactly one worker's own history."""
+    async with httpx.AsyncClient(timeout=30) as http:
+        histories = [(await http.get(h.url + "/history")).json() for h in handles]
+    for prompt_id in prompt_ids:
+        assert sum(prompt_id in history for history in histories) == 1, prompt_id
+
+
+async def test_a_restarted_gateway_loses_nothing(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path)
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        ids = [
+            await client.queue_prompt(
+                txt2img(CHECKPOINTS[j % 3], "rs", seed=j, steps=200, size=512)
+            )
+            for j in range(40)
+        ]
+        finished_before = await _wait_for_history(client, at_least=4)
+        await client.http.aclose()
+    assert finished_before < 40, "every job finished before the restart: nothing was tested"
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await _wait_for_history(client, at_least=40)
+        history = (await client.http.get("/history")).json()
+        assert set(history) == set(ids)
+        assert all(e["status"]["status_str"] == "success" for e in history.values())
+        await client.http.aclose()
+    await _assert_ran_once(emulators, ids)
+
+
+async def _wait_for_history(client: ComfyStyleClient, at_least: int, timeout_s: float = 60) -> int:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        count = len((await client.http.get("/history")).json())
+        if count >= at_least:
+            return count
+        await asyncio.sleep(0.05)
+    pytest.fail(f"fewer than {at_least} jobs finished in {timeout_s}s")
+
+
+async def test_an_upload_is_visible_to_every_worker(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path, policy="round_robin")
+    png = io.BytesIO()
+    Image.new("RGBA", (8, 8), (255, 0, 0, 255)).save(png, format="PNG")
+    async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        files = {"image": ("red.png", png.getvalue(), "image/png")}
+        answer = await client.http.post("/upload/image", files=files)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"name": "red.png", "subfolder": "", "type": "input"}
+        load = {
+            "1": {"class_type": "LoadImage", "inputs": {"image": "red.png"}},
+            "2": {
+                "class_type": "SaveImage",
+                "inputs": {"images": ["1", 0], "filename_prefix": "up"},
+            },
+        }
+        ids = [await client.queue_prompt(load) for _ in range(8)]
+        entries = [await client.wait(p) for p in ids]
+        assert all(e["status"]["status_str"] == "success" for e in entries)
+        assert len({e["gateway"]["worker"] for e in entries}) >= 2
+        await client.close()
+
+
+async def test_interrupt_drops_a_pending_prompt_and_stops_a_running_one(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path, prefetch=0)
+    one = as_external(emulators[:1])
+    async with running_gateway(settings, one, farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        slow = txt2img(CHECKPOINTS[2], "slow", steps=3000, size=1024)
+        running = await client.queue_prompt(slow)
+        waiting = await client.queue_prompt(txt2img(CHECKPOINTS[0], "wait", seed=2))
+        await _wait_for_state(client, running, "running")
+        await client.http.post("/interrupt", json={"prompt_id": waiting})
+        await client.http.post("/interrupt", json={"prompt_id": running})
+        entry = await client.wait(running)
+        assert entry["status"]["messages"][-1][0] == "execution_interrupted"
+        job = (await client.http.get(f"/gateway/jobs/{waiting}")).json()
+        assert job["state"] == "cancelled"
+        assert (await client.http.get(f"/history/{waiting}")).json() == {}
+        assert (await client.http.get("/prompt")).json()["exec_info"]["queue_remaining"] == 0
+        await client.close()
+
+
+async def _wait_for_state(client: ComfyStyleClient, job_id: str, state: str) -> None:
+    for _ in range(200):
+        job = (await client.http.get(f"/gateway/jobs/{job_id}")).json()
+        if job["state"] == state:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"job {job_id} never reached {state}")
+
+
+async def test_a_crashed_worker_loses_its_jobs_back_to_the_queue(
+    redis_url: str, tmp_path: Path
+) -> None:
+    layout = FarmLayout(tmp_path / "workers", tmp_path / "input", 0.01)
+    handles = start_emulators(layout, ["crashy", "steady"])
+    try:
+        settings = gateway_settings(redis_url, tmp_path, policy="round_robin")
+        async with running_gateway(settings, handles, layout.input_dir) as url:
+            async with httpx.AsyncClient() as http:
+                faults = await http.post(
+                    handles[0].url + "/emulator/faults", json={"crash_at_step": 1}
+                )
+                assert faults.status_code == 200, faults.text
+            client = ComfyStyleClient(url)
+            await client.open()
+            ids = [
+                await client.queue_prompt(txt2img(CHECKPOINTS[0], "cr", seed=j, steps=5))
+                for j in range(6)
+            ]
+            entries = [await client.wait(p, timeout_s=30) for p in ids]
+            assert all(e["status"]["status_str"] == "success" for e in entries)
+            assert {e["gateway"]["worker"] for e in entries} == {"steady"}
+            retried = [e for e in entries if e["gateway"]["attempts"] == 2]
+            assert len(retried) >= 1
+            job = (await client.http.get(f"/gateway/jobs/{retried[0]['prompt'][1]}")).json()
+            assert [a["worker"] for a in job["attempts"]] == ["crashy", "steady"]
+            workers = (await client.http.get("/gateway/workers")).json()["workers"]
+            assert {w["name"]: w["state"] for w in workers}["crashy"] == "lost"
+            await client.close()
+    finally:
+        stop_emulators(handles)
+
+
+async def test_accepted_jobs_survive_a_redis_crash(
+    tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")
+    server.start()
+    try:
+        settings = gateway_settings(server.url, tmp_path)
+        async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+            client = ComfyStyleClient(url)
+            ids = [
+                await client.queue_prompt(
+                    txt2img(CHECKPOINTS[0], "rc", seed=j, steps=1500, size=512)
+                )
+                for j in range(24)
+            ]
+            await asyncio.sleep(1.2)  # appendfsync everysec: on disk within a second
+            finished_before = len((await client.http.get("/history")).json())
+            server.kill()
+            server = EmbeddedRedis(tmp_path / "redis", port=server.port)
+            server.start()
+            assert finished_before < 24, "nothing was left to lose: the test tested nothing"
+            await _wait_for_history(client, at_least=24)
+            history = (await client.http.get("/history")).json()
+            assert set(history) == set(ids)
+            await client.http.aclose()
+        await _assert_ran_once(emulators, ids)
+    finally:
+        server.stop()
