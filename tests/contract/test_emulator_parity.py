@@ -53,9 +53,43 @@ def shape(value: Any) -> Any:
     return type(value).__name__
 
 
-@pytest.mark.parametrize("path", ["/features", "/models", "/embeddings", "/extensions"])
+def relative_folders(folders: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Folder paths relative to the output directory or else the base directory, which
+    `checkpoints` reveals (`<base>/models/checkpoints`, `<output>/checkpoints`)."""
+    base = folders["checkpoints"][0].removesuffix("/models/checkpoints")
+    output = folders["checkpoints"][1].removesuffix("/checkpoints")
+
+    def relative(path: str) -> str:
+        if path.startswith(output + "/"):
+            return "<output>/" + path.removeprefix(output + "/")
+        return "<base>/" + path.removeprefix(base + "/")
+
+    return {name: [relative(path) for path in paths] for name, paths in folders.items()}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/features",
+        "/models",
+        "/models/configs",
+        "/embeddings",
+        "/extensions",
+        "/i18n",
+        "/workflow_templates",
+    ],
+)
 def test_static_listings_are_equal(server: Server, emulated: Server, path: str) -> None:
     assert get(emulated, path) == get(server, path)
+
+
+def test_model_folders_have_the_same_layout(server: Server, emulated: Server) -> None:
+    real, fake = get(server, "/internal/folder_paths"), get(emulated, "/internal/folder_paths")
+    assert relative_folders(fake) == relative_folders(real)
+    listed = get(emulated, "/experiment/models")
+    assert [entry["name"] for entry in listed] == [
+        entry["name"] for entry in get(server, "/experiment/models")
+    ]
 
 
 def test_system_stats_have_the_same_shape(server: Server, emulated: Server) -> None:

@@ -109,3 +109,43 @@ async def test_view_refuses_bad_or_missing_paths(
 ) -> None:
     response = await http.get("/view", params=params)
     assert response.status_code == status
+
+
+async def test_view_answers_304_to_its_own_validators(
+    http: httpx.AsyncClient, output: dict[str, Any]
+) -> None:
+    first = await http.get("/view", params=output)
+    etag, last_modified = first.headers["etag"], first.headers["last-modified"]
+    for headers in ({"If-None-Match": etag}, {"If-Modified-Since": last_modified}):
+        again = await http.get("/view", params=output, headers=headers)
+        assert (again.status_code, again.content) == (304, b""), headers
+        assert (again.headers["etag"], again.headers["last-modified"]) == (etag, last_modified)
+        assert again.headers["content-type"] == "image/png"
+    other = await http.get("/view", params=output, headers={"If-None-Match": '"other"'})
+    assert (other.status_code, other.content) == (200, first.content)
+
+
+async def test_view_refuses_a_failed_precondition_with_412(
+    http: httpx.AsyncClient, output: dict[str, Any]
+) -> None:
+    response = await http.get("/view", params=output, headers={"If-Match": '"other"'})
+    assert (response.status_code, response.content) == (412, b"")
+
+
+@pytest.mark.parametrize(
+    ("range_header", "status"),
+    [("bytes=0-7", 206), ("bytes=-8", 206), ("bytes=0-1,4-5", 416), ("bytes=99999999-", 416)],
+)
+async def test_view_serves_one_byte_range(
+    http: httpx.AsyncClient, output: dict[str, Any], range_header: str, status: int
+) -> None:
+    whole = (await http.get("/view", params=output)).content
+    response = await http.get("/view", params=output, headers={"Range": range_header})
+    assert response.status_code == status
+    size = len(whole)
+    if status == 206:
+        start = 0 if range_header == "bytes=0-7" else size - 8
+        assert response.content == whole[start : start + 8]
+        assert response.headers["content-range"] == f"bytes {start}-{start + 7}/{size}"
+    else:
+        assert response.headers["content-range"] == f"bytes */{size}"

@@ -15,20 +15,21 @@ from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import Response
 
-from workers.emulator import events, responses
+from workers.emulator import events
 from workers.emulator.catalog import NodeCatalog
 from workers.emulator.config import EmulatorConfig
 from workers.emulator.costmodel import CostModel
 from workers.emulator.engine import Engine, hard_exit
 from workers.emulator.faults import Faults
 from workers.emulator.files import Dirs
+from workers.emulator.logring import LogRing
 from workers.emulator.middleware import ComfyMiddleware
 from workers.emulator.promptqueue import PromptQueue
 from workers.emulator.residency import Residency
 from workers.emulator.routes import all_routes
+from workers.emulator.routes.webroot import unmatched
+from workers.emulator.users import UserDir
 from workers.emulator.work import WorkOptions
 from workers.emulator.ws import SocketHub
 
@@ -49,6 +50,8 @@ class Emulator:
     engine: Engine
     faults: Faults
     started_at: float
+    logs: LogRing
+    users: UserDir
 
 
 def build_emulator(
@@ -57,8 +60,11 @@ def build_emulator(
     sleep: Sleep = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     exit_process: Callable[[int], None] | None = None,
+    logs: LogRing | None = None,
 ) -> Emulator:
-    """One instance's state, wired together (directories are created, temp emptied)."""
+    """One instance's state, wired together (directories are created, temp emptied). `logs`
+    is the handler that records the process's log for `/internal/logs` (default: one that
+    nothing logs to)."""
     dirs = Dirs.create(config.input_dir, config.output_dir, config.temp_dir)
     faults = Faults(clock)
     faults.update(config.faults)
@@ -87,20 +93,14 @@ def build_emulator(
         unload_after_prompt=config.disable_smart_memory,
         exit_process=exit_process or hard_exit,
     )
-    return Emulator(config, dirs, catalog, queue, hub, engine, faults, clock())
+    return Emulator(
+        config, dirs, catalog, queue, hub, engine, faults, clock(), logs or LogRing(), UserDir()
+    )
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("emulator task %s died", task.get_name(), exc_info=task.exception())
-
-
-async def _not_found(request: Request, exc: Exception) -> Response:
-    return responses.not_found()
-
-
-async def _not_allowed(request: Request, exc: Exception) -> Response:
-    return responses.method_not_allowed()
 
 
 def create_app(
@@ -109,9 +109,12 @@ def create_app(
     sleep: Sleep = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     exit_process: Callable[[int], None] | None = None,
+    logs: LogRing | None = None,
 ) -> Starlette:
     """A Starlette app that answers as ComfyUI 0.3.64 (plus `/emulator/*` control routes)."""
-    emulator = build_emulator(config, sleep=sleep, clock=clock, exit_process=exit_process)
+    emulator = build_emulator(
+        config, sleep=sleep, clock=clock, exit_process=exit_process, logs=logs
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -138,8 +141,10 @@ def create_app(
     app = Starlette(
         routes=all_routes(),
         middleware=[middleware],
-        exception_handlers={404: _not_found, 405: _not_allowed},
+        exception_handlers={404: unmatched, 405: unmatched},
         lifespan=lifespan,
     )
+    # aiohttp has no such redirect: `/object_info/` is a path no route takes.
+    app.router.redirect_slashes = False
     app.state.emulator = emulator
     return app

@@ -24,6 +24,7 @@ from workers.emulator.cliargs import build_parser, split_emulator_options
 from workers.emulator.config import DEFAULT_CHECKPOINTS, EmulatorConfig
 from workers.emulator.faults import FaultError, Faults, parse_cli
 from workers.emulator.flags import FlagError, LaunchFlags
+from workers.emulator.logring import LogRing
 from workers.emulator.profiles import ProfileError, load_profile
 from workers.emulator.server import serve
 
@@ -34,9 +35,10 @@ def _checkpoints(value: str | None) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
 
 
-def _directories(ns: argparse.Namespace) -> tuple[Path, Path, Path]:
-    """(input, output, temp); ComfyUI puts its temp dir in `<--temp-directory>/temp`. A base
-    directory is made only when some directory is neither given nor under --base-directory."""
+def _directories(ns: argparse.Namespace) -> tuple[Path | None, Path, Path, Path]:
+    """(base, input, output, temp); ComfyUI puts its temp dir in `<--temp-directory>/temp`. A
+    base directory is made only when some directory is neither given nor under
+    --base-directory; without either, base is None."""
     base = Path(ns.base_directory) if ns.base_directory else None
 
     def under_base(name: str) -> Path:
@@ -48,7 +50,7 @@ def _directories(ns: argparse.Namespace) -> tuple[Path, Path, Path]:
     input_dir = Path(ns.input_directory) if ns.input_directory else under_base("input")
     output_dir = Path(ns.output_directory) if ns.output_directory else under_base("output")
     temp_root = Path(ns.temp_directory) if ns.temp_directory else under_base("")
-    return input_dir, output_dir, temp_root / "temp"
+    return base, input_dir, output_dir, temp_root / "temp"
 
 
 def _faults(pairs: list[str]) -> dict[str, object]:
@@ -71,12 +73,13 @@ def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespac
         parser.error(str(exc))
     if not ns.time_scale > 0:
         parser.error(f"argument --time-scale: must be > 0, got {ns.time_scale}")
-    input_dir, output_dir, temp_dir = _directories(ns)
+    base_dir, input_dir, output_dir, temp_dir = _directories(ns)
     config = EmulatorConfig(
         profile=profile,
         input_dir=input_dir,
         output_dir=output_dir,
         temp_dir=temp_dir,
+        base_dir=base_dir,
         flags=flags,
         port=ns.port if ns.port is not None else 8188,
         listen=tuple(host for host in ns.listen.split(",") if host),
@@ -94,13 +97,17 @@ def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespac
     return config, ns
 
 
-def _configure_logging(ns: argparse.Namespace) -> None:
+def _configure_logging(ns: argparse.Namespace) -> LogRing:
+    """Bare messages to stderr (or stdout), and the last ones kept for `/internal/logs`."""
     handler = logging.StreamHandler(sys.stdout if ns.log_stdout else sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    ring = LogRing()
+    for each in (handler, ring):
+        each.setFormatter(logging.Formatter("%(message)s"))
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [handler, ring]
     root.setLevel(ns.verbose)
     logging.getLogger("uvicorn").setLevel(logging.WARNING)
+    return ring
 
 
 def main(argv: Sequence[str]) -> int:
@@ -109,8 +116,8 @@ def main(argv: Sequence[str]) -> int:
         config, ns = parse_config(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
-    _configure_logging(ns)
+    logs = _configure_logging(ns)
     if ns.quick_test_for_ci:
         return 0
-    app = create_app(config)
+    app = create_app(config, logs=logs)
     return asyncio.run(serve(app, config, print_server=not ns.dont_print_server))

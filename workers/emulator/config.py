@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ class EmulatorConfig:
     input_dir: Path
     output_dir: Path
     temp_dir: Path
+    base_dir: Path | None = None
     flags: LaunchFlags = field(default_factory=LaunchFlags)
     port: int = DEFAULT_PORT
     listen: tuple[str, ...] = ("127.0.0.1",)
@@ -46,6 +48,12 @@ class EmulatorConfig:
     def max_upload_bytes(self) -> int:
         """aiohttp's client_max_size: the cap on every request body."""
         return round(self.max_upload_mb * MIB)
+
+    @property
+    def base_path(self) -> str:
+        """ComfyUI's base path (model folders lie under it): `--base-directory`, else the
+        folder holding the output directory, which is where ComfyUI keeps it by default."""
+        return os.path.abspath(self.base_dir or self.output_dir.parent)
 
     @property
     def server_features(self) -> dict[str, Any]:

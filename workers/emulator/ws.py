@@ -17,10 +17,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from workers.emulator import events
 from workers.emulator.events import Event, Message
+from workers.emulator.responses import text
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +165,16 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await _read(websocket, hub, sid)
     finally:
         hub.disconnect(sid)
+
+
+async def plain_http_endpoint(request: Request) -> Response:
+    """A GET of `/ws` the server did not take as an upgrade: aiohttp's handshake refusal."""
+    upgrade = request.headers.get("upgrade")
+    if (upgrade or "").lower().strip() != "websocket":
+        return text(
+            f'No WebSocket UPGRADE hdr: {upgrade}\n Can "Upgrade" only to "WebSocket".', 400
+        )
+    return text(f"No CONNECTION upgrade hdr: {request.headers.get('connection')}", 400)
 
 
 async def _read(websocket: WebSocket, hub: SocketHub, sid: str) -> None:

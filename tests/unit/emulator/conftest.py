@@ -43,7 +43,11 @@ async def make_app(tmp_path: Path) -> AsyncIterator[Factory]:
     stack: list[tuple[Starlette, httpx.AsyncClient, Any]] = []
 
     async def start(**overrides: Any) -> tuple[httpx.AsyncClient, Emulator]:
-        hooks = {k: overrides.pop(k) for k in ("sleep", "clock", "exit_process") if k in overrides}
+        hooks = {
+            k: overrides.pop(k)
+            for k in ("sleep", "clock", "exit_process", "logs")
+            if k in overrides
+        }
         app = create_app(make_config(tmp_path, **overrides), **hooks)
         lifespan = app.router.lifespan_context(app)
         await lifespan.__aenter__()

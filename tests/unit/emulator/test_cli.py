@@ -50,6 +50,17 @@ def test_temp_directory_gets_a_temp_subfolder(tmp_path: Path) -> None:
     assert config.temp_dir == tmp_path / "t" / "temp"
 
 
+def test_model_folders_lie_under_the_base_directory(tmp_path: Path) -> None:
+    config, _ = parse_config(dirs(tmp_path))
+    assert config.base_path == str(tmp_path)
+    argv = ["--temp-directory", str(tmp_path)]
+    for flag, name in (("--output-directory", "output"), ("--input-directory", "input")):
+        argv += [flag, str(tmp_path / "elsewhere" / name)]
+    explicit, _ = parse_config(argv)
+    assert explicit.base_dir is None
+    assert explicit.base_path == str(tmp_path / "elsewhere")
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

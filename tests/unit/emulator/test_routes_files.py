@@ -195,3 +195,25 @@ async def test_view_supports_ranges(client: httpx.AsyncClient) -> None:
     part = await client.get("/view", params=image, headers={"Range": "bytes=0-7"})
     assert part.status_code == 206
     assert part.content == whole.content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+async def test_view_answers_304_to_its_own_etag_and_previews_carry_none(
+    client: httpx.AsyncClient,
+) -> None:
+    image = await saved(client)
+    whole = await client.get("/view", params=image)
+    again = await client.get(
+        "/view", params=image, headers={"If-None-Match": whole.headers["etag"]}
+    )
+    assert (again.status_code, again.content) == (304, b"")
+    assert again.headers["content-disposition"] == 'filename="pic_00001_.png"'
+    preview = await client.get("/view", params={**image, "preview": "webp;50"})
+    assert "etag" not in preview.headers
+
+
+async def test_view_refusals_have_no_content_type(client: httpx.AsyncClient) -> None:
+    for params in ({}, {"filename": ""}, {"filename": "x.png", "subfolder": ".."}):
+        response = await client.get("/view", params=params)
+        assert "content-type" not in response.headers, params
+    metadata = await client.get("/view_metadata/checkpoints", params={"filename": "a"})
+    assert (metadata.status_code, metadata.headers.get("content-type")) == (404, None)

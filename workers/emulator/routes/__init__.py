@@ -1,19 +1,29 @@
-"""The HTTP and WebSocket routes: ComfyUI's (each also under `/api`) and the control routes."""
+"""The HTTP and WebSocket routes: ComfyUI's (each also under `/api`), its `/internal`
+sub-application, and the control routes."""
 
 from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from workers.emulator.routes import control, files, info, queue
-from workers.emulator.ws import websocket_endpoint
+from workers.emulator.routes import control, files, frontend, info, internal, queue, webroot
+from workers.emulator.routes.common import RouteTable
+from workers.emulator.ws import plain_http_endpoint, websocket_endpoint
 
 __all__ = ["all_routes"]
 
 
+def _table(table: RouteTable) -> list[BaseRoute]:
+    return [Route(path, endpoint, methods=[method]) for method, path, endpoint in table]
+
+
 def _comfy_routes() -> list[BaseRoute]:
-    routes: list[BaseRoute] = [WebSocketRoute("/ws", websocket_endpoint)]
-    for table in (queue.ROUTES, files.ROUTES, info.ROUTES):
-        routes.extend(Route(path, endpoint, methods=[method]) for method, path, endpoint in table)
+    routes: list[BaseRoute] = [
+        WebSocketRoute("/ws", websocket_endpoint),
+        Route("/ws", plain_http_endpoint, methods=["GET"]),
+        Route("/", webroot.root, methods=["GET"]),
+    ]
+    for table in (queue.ROUTES, files.ROUTES, info.ROUTES, frontend.ROUTES):
+        routes.extend(_table(table))
     return routes
 
 
@@ -25,9 +35,8 @@ def _api_alias(route: BaseRoute) -> BaseRoute:
 
 
 def all_routes() -> list[BaseRoute]:
-    """ComfyUI's routes, their `/api` aliases (as `add_routes` registers them), the controls."""
+    """ComfyUI's routes, their `/api` aliases (as `add_routes` registers them), `/internal`,
+    the controls."""
     comfy = _comfy_routes()
-    controls = [
-        Route(path, endpoint, methods=[method]) for method, path, endpoint in control.ROUTES
-    ]
-    return [*(_api_alias(route) for route in comfy), *comfy, *controls]
+    unaliased = _table(internal.ROUTES) + _table(control.ROUTES)
+    return [*(_api_alias(route) for route in comfy), *comfy, *unaliased]

@@ -5,20 +5,15 @@ from __future__ import annotations
 import os
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 
 from workers.emulator import images, uploads
+from workers.emulator.fileresponse import file_response
 from workers.emulator.files import served_content_type, view_target
 from workers.emulator.responses import empty, json_response
 from workers.emulator.routes.common import RouteTable, emulator_of, query
 
 MAX_FORM_FILES = 1000
-
-
-def _etag(path: str) -> str:
-    """aiohttp's FileResponse ETag: mtime in ns and size, both hex."""
-    stat = os.stat(path)
-    return f'"{stat.st_mtime_ns:x}-{stat.st_size:x}"'
 
 
 async def view(request: Request) -> Response:
@@ -32,8 +27,8 @@ async def view(request: Request) -> Response:
     if variant is not None:
         body, media_type = variant
         return Response(body, media_type=media_type, headers=disposition)
-    headers = {**disposition, "ETag": _etag(target)}
-    return FileResponse(target, media_type=served_content_type(filename), headers=headers)
+    headers = {**disposition, "Content-Type": served_content_type(filename)}
+    return file_response(target, request.headers, headers)
 
 
 async def upload_image(request: Request) -> Response:

@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from workers.emulator import systeminfo
 from workers.emulator.catalog import recorded
-from workers.emulator.responses import JSON_TYPE, empty, json_response, not_found
+from workers.emulator.responses import JSON_TYPE, empty, json_response
 from workers.emulator.routes.common import RouteTable, emulator_of
 
 
@@ -44,6 +44,8 @@ async def models_in_folder(request: Request) -> Response:
         return empty(404)
     if folder == "checkpoints":
         return json_response(list(emulator_of(request).catalog.checkpoints))
+    if folder == "configs":  # the yaml files ComfyUI ships in models/configs
+        return json_response(recorded("model_configs.json"))
     return json_response([])
 
 
@@ -55,11 +57,6 @@ async def extensions(request: Request) -> Response:
     return json_response(recorded("extensions.json"))
 
 
-async def root(request: Request) -> Response:
-    """The web root is empty (as with `--front-end-root <empty dir>`): no index.html."""
-    return not_found()
-
-
 ROUTES: RouteTable = [
     ("GET", "/object_info", object_info),
     ("GET", "/object_info/{node_class}", object_info_class),
@@ -69,5 +66,4 @@ ROUTES: RouteTable = [
     ("GET", "/models/{folder}", models_in_folder),
     ("GET", "/embeddings", embeddings),
     ("GET", "/extensions", extensions),
-    ("GET", "/", root),
 ]
