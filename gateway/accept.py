@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from gateway.errors import BadRequest, Conflict, PromptRefused, Unavailable, Unprocessable
@@ -21,17 +21,23 @@ class Acceptor:
         store: JobStore,
         catalog: FarmCatalog,
         groups: Callable[[], Mapping[str, str]],
-        on_accepted: Callable[[], None],
+        on_accepted: Callable[[], Awaitable[None]],
+        *,
+        admit: Callable[[], Awaitable[None]] | None = None,
     ):
         self.store = store
         self.catalog = catalog
         self.groups = groups
         self.on_accepted = on_accepted
+        self.admit = admit
+        """Raises when this node takes no new prompts (it is shutting down)."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)
         if self.catalog.empty:
             raise Unavailable("no worker is ready yet; retry shortly", kind="not_ready")
+        if self.admit is not None:
+            await self.admit()
         validation = self.catalog.validate(request.prompt, request.targets)
         if not validation.ok:
             raise PromptRefused(validation.response_body())
@@ -39,7 +45,7 @@ class Acceptor:
         idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
         result = await self.store.enqueue(job, idempotency)
         if result.status is EnqueueStatus.CREATED:
-            self.on_accepted()
+            await self.on_accepted()
             return _answer(job.job_id, result.number, validation.node_errors)
         return await self._not_created(result.status, result.job_id, validation.node_errors)
 

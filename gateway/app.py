@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -16,7 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
-from gateway.api import compat, farm, files, info, ws
+from gateway.api import compat, farm, files, info, metrics, proxy, ws
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable
 from gateway.farm import Farm, RestartWorker
@@ -24,12 +25,14 @@ from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
 from gateway.keys import Keys
 from gateway.links import Links, WorkerLink
+from gateway.origin import OriginGuard
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.settings import Settings
 from gateway.validation import FarmCatalog
 from workers.client import ComfyClient, WorkerError
-from workers.supervisor import WorkerHandle
+from workers.supervisor import Supervisor, WorkerHandle
+from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,15 @@ def create_app(
     input_dir: Path | None = None,
     restart: RestartWorker | None = None,
     node: str | None = None,
+    supervisor: Supervisor | None = None,
+    telemetry: Telemetry | None = None,
 ) -> FastAPI:
-    """A gateway over these workers; nothing is connected until the lifespan starts."""
+    """A gateway over these workers; nothing is connected until the lifespan starts.
+
+    With a `supervisor` (which started `handles`), the lifespan runs its reconcile loop and,
+    at shutdown, stops its children and puts back in the queue what they held. Telemetry is
+    sampled in the background (a fresh `Telemetry` unless one is given).
+    """
     if settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url (serve starts Redis otherwise)")
     policy = load_policy(settings.policy)
@@ -56,7 +66,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with _resources(settings, handles, policy, input_dir, restart, node_name) as context:
+        workers = _Workers(handles, restart, supervisor, telemetry)
+        async with _resources(settings, workers, policy, input_dir, node_name) as context:
             app.state.context = context
             yield
 
@@ -71,30 +82,39 @@ def create_app(
         app.include_router(router)
         app.include_router(router, prefix="/api")
     app.include_router(farm.router)
+    app.include_router(metrics.router)
+    app.include_router(proxy.router)  # last: whatever no other route takes
+    app.add_middleware(OriginGuard)
     _add_error_handlers(app)
     return app
 
 
+@dataclass(frozen=True)
+class _Workers:
+    handles: Sequence[WorkerHandle]
+    restart: RestartWorker | None
+    supervisor: Supervisor | None
+    telemetry: Telemetry | None
+
+
 @asynccontextmanager
 async def _resources(
-    settings: Settings,
-    handles: Sequence[WorkerHandle],
-    policy: Policy,
-    input_dir: Path | None,
-    restart: RestartWorker | None,
-    node: str,
+    settings: Settings, workers: _Workers, policy: Policy, input_dir: Path | None, node: str
 ) -> AsyncIterator[Context]:
     assert settings.redis_url is not None
     keys = Keys(settings.redis_prefix)
     # A stuck reply must fail, not hang a request forever (no blocking commands here).
+    # With a socket_timeout, redis-py sends through asyncio.wait_for, which can lose a
+    # cancel on Python 3.11: background loops stop through gateway.tasks for that reason.
     redis = aioredis.from_url(
         settings.redis_url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5
     )
     channel_redis = aioredis.from_url(settings.redis_url)
     store = JobStore(redis, keys, _limits(settings), clock=time.time)
     hub = Hub(channel_redis, keys.events, store.queue_remaining)
-    links = Links([_link(handle, settings) for handle in handles])
+    links = Links([_link(handle, settings) for handle in workers.handles])
     catalog = FarmCatalog(input_dir)
+    telemetry = workers.telemetry or Telemetry(interval_s=settings.telemetry_interval_s)
     the_farm = Farm(
         store,
         hub,
@@ -105,20 +125,34 @@ async def _resources(
         lease_s=settings.lease_s,
         stall_timeout_s=settings.stall_timeout_s,
         capacity=1 + settings.prefetch,
-        restart=restart,
+        restart=workers.restart,
+        supervisor=workers.supervisor,
+        telemetry=telemetry,
+        interrupt_grace_s=settings.interrupt_grace_s,
     )
 
-    def accepted() -> None:
+    async def accepted() -> None:
+        # ComfyUI announces its longer queue before it answers, and before the prompt runs.
+        await hub.announce_queue()
         the_farm.dispatcher.wake()
-        hub.queue_changed()
 
-    acceptor = Acceptor(store, catalog, the_farm.groups, accepted)
+    async def admit() -> None:
+        if the_farm.draining and not await the_farm.supervision.other_node_serving():
+            raise Unavailable(
+                "this gateway is shutting down and no other gateway node serves the farm; "
+                "retry shortly",
+                kind="draining",
+            )
+
+    acceptor = Acceptor(store, catalog, the_farm.groups, accepted, admit=admit)
     try:
+        await telemetry.start()
         await hub.start()
         await the_farm.start()
         yield Context(settings, store, hub, the_farm, catalog, acceptor)
     finally:
         await the_farm.stop()
+        await telemetry.stop()
         await hub.stop()
         await redis.aclose()
         await channel_redis.aclose()

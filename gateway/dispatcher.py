@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from gateway import tasks
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
@@ -57,8 +58,12 @@ class Dispatcher:
     async def run(self) -> None:
         """Dispatch whenever woken (a new job, a freed slot) and at least every `poll_s`."""
         while True:
+            tasks.check_cancelled()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_s)
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives with
+                # a wake-up, and stopping the gateway would then wait for this loop forever.
+                async with asyncio.timeout(self.poll_s):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 await self.dispatch_once()
@@ -70,7 +75,7 @@ class Dispatcher:
         """One round: returns how many jobs were claimed."""
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
         if not free:
-            return 0
+            return await self._jump_the_queue()
         jobs = await self.store.peek(self.window)
         if not jobs:
             return 0
@@ -93,11 +98,33 @@ class Dispatcher:
             resident=link.resident,
             last_checkpoint=link.last_checkpoint,
             idle_since_s=link.idle_since_s,
+            load_s=dict(link.load_s),
+            vram_free_mib=link.vram[0] if link.vram else None,
+            vram_total_mib=link.vram[1] if link.vram else None,
         )
 
-    async def _claim_and_send(self, assignment: Assignment) -> int:
+    async def _jump_the_queue(self) -> int:
+        """Every worker is full, but a job that arrived later outranks (front, priority, a
+        lower number) one prefetched on a worker and not started: send it to that worker too.
+        Workers get the gateway's queue order as their `number`, so it runs first there, as a
+        `front` prompt does on one ComfyUI."""
+        prefetched = [
+            (link, held.record)
+            for link in self.links.ready()
+            for job_id, held in link.held.items()
+            if job_id != link.running and held.started_at_ms is None and held.record is not None
+        ]
+        if not prefetched:
+            return 0
+        head = await self.store.peek(1)
+        for link, record in prefetched:
+            if head and overtakes(head[0], record) and _may_run(head[0], link):
+                return await self._claim_and_send(Assignment(head[0].job_id, link.name), jump=True)
+        return 0
+
+    async def _claim_and_send(self, assignment: Assignment, *, jump: bool = False) -> int:
         link = self.links.get(assignment.worker)
-        if link is None or link.free_slots(self.capacity) <= 0:
+        if link is None or (link.free_slots(self.capacity) <= 0 and not jump):
             return 0
         job = await self.store.claim(assignment.job_id, link.name)
         if job is None:
@@ -111,10 +138,15 @@ class Dispatcher:
             sid=link.sid,
         )
         link.hold(job.job_id, held)
-        task = asyncio.create_task(self._send(link, job, held))
+        task = asyncio.create_task(self._send(link, job, held), name=f"send-{job.job_id}")
         self._sends.add(task)
-        task.add_done_callback(self._sends.discard)
+        task.add_done_callback(self._send_done)
         return 1
+
+    def _send_done(self, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def _send(self, link: WorkerLink, job: JobRecord, held: Held) -> None:
         targets = json.loads(job.targets_json) if job.targets_json else None
@@ -125,6 +157,7 @@ class Dispatcher:
                 client_id=held.sid or link.sid,
                 extra_data=json.loads(job.extra_json),
                 partial_execution_targets=targets,
+                number=job.score,
             )
             log.debug("job %s sent to %s attempt %d", job.job_id, link.name, held.attempt)
         except WorkerRejected as exc:
@@ -145,6 +178,18 @@ class Dispatcher:
             log.exception("job %s: send to %s failed", job.job_id, link.name)
 
     async def stop(self) -> None:
-        for task in list(self._sends):
-            task.cancel()
-        await asyncio.gather(*self._sends, return_exceptions=True)
+        await tasks.stop(self._sends)
+
+
+def overtakes(waiting: JobRecord, prefetched: JobRecord) -> bool:
+    """`waiting` goes first, and was not waiting before `prefetched` was chosen (the same
+    millisecond counts: the policy, which walks the queue in order, would have taken it)."""
+    chosen_at_ms = prefetched.claimed_at_ms or 0
+    return waiting.score < prefetched.score and waiting.enqueued_at_ms >= chosen_at_ms
+
+
+def _may_run(job: JobRecord, link: WorkerLink) -> bool:
+    placement = job.placement
+    if placement.eligible is not None and link.name not in placement.eligible:
+        return False
+    return placement.group is None or placement.group == link.group

@@ -39,9 +39,15 @@ class EventKind(StrEnum):
     FEATURE_FLAGS = "feature_flags"
 
 
+BROADCAST = ""
+"""The client id of a frame for every socket: ComfyUI broadcasts the progress of a prompt
+that has no client_id."""
+
+
 @dataclass(frozen=True)
 class ClientFrame:
-    """One frame for the sockets of one client: JSON text or a binary preview."""
+    """One frame for the sockets of one client (every socket: `BROADCAST`): JSON text or a
+    binary preview."""
 
     client_id: str
     text: str | None = None

@@ -1,4 +1,5 @@
-"""The workers of this node and the tasks that drive them: relays, dispatch, recovery.
+"""The workers of this node and the tasks that drive them: relays, dispatch, recovery,
+the hang watchdog and, for workers this node starts, their supervision.
 
 Also the operations the API needs on workers: interrupting or withdrawing one prompt, and
 finding the worker that holds a job or a file.
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from gateway import tasks
 from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
 from gateway.jobs import JobStore
@@ -22,8 +24,13 @@ from gateway.models import JobRecord, JobState
 from gateway.recovery import Found, Recovery, probe
 from gateway.relay import Relay
 from gateway.scheduler.policy import Policy
+from gateway.status import display_state, supervision_fields, telemetry_fields, vram_of
+from gateway.supervision import Supervision
 from gateway.validation import FarmCatalog
+from gateway.watchdog import Watchdog
 from workers.client import WorkerError
+from workers.supervisor import Supervisor
+from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +52,9 @@ class Farm:
         stall_timeout_s: float,
         capacity: int = 2,
         restart: RestartWorker | None = None,
+        supervisor: Supervisor | None = None,
+        telemetry: Telemetry | None = None,
+        interrupt_grace_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -53,8 +63,17 @@ class Farm:
         self.catalog = catalog
         self.node = node
         self.clock = clock
+        self.supervisor = supervisor
+        self.telemetry = telemetry
         self.dispatcher = Dispatcher(store, links, policy, hub, capacity=capacity, clock=clock)
         self.outcomes = self.dispatcher.outcomes
+        self.watchdog = Watchdog(
+            self._recover,
+            reconnect=self.reconnect,
+            restart=self._restart_hung if supervisor is not None else None,
+            interrupt_grace_s=interrupt_grace_s,
+            clock=clock,
+        )
         self.recovery = Recovery(
             store,
             links,
@@ -62,9 +81,24 @@ class Farm:
             lease_s=lease_s,
             stall_timeout_s=stall_timeout_s,
             restart=restart,
+            on_stall=self.watchdog.examine,
+            clock=clock,
+        )
+        self.supervision = Supervision(
+            store,
+            links,
+            self.recovery,
+            self.outcomes,
+            self._publish_registry,
+            node=node,
             clock=clock,
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._relays: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def draining(self) -> bool:
+        return self.supervision.draining
 
     async def start(self) -> None:
         for link in self.links:
@@ -76,23 +110,60 @@ class Farm:
             asyncio.create_task(self._heartbeat(), name="registry"),
         ]
         for link in self.links:
-            relay = Relay(link, self.store, self.hub, self.outcomes, self._connected, self.clock)
-            self._tasks.append(asyncio.create_task(relay.run(), name=f"relay-{link.name}"))
+            self._start_relay(link)
+        if self.supervisor is not None:
+            self.supervision.attach(self.supervisor)
+            self.supervisor.start()
+
+    def _start_relay(self, link: WorkerLink) -> None:
+        relay = Relay(link, self.store, self.hub, self.outcomes, self._connected, self.clock)
+        self._relays[link.name] = asyncio.create_task(relay.run(), name=f"relay-{link.name}")
+
+    def reconnect(self, link: WorkerLink) -> None:
+        """Drop the worker's event socket and open a new one (it missed events once)."""
+        old = self._relays.get(link.name)
+        if old is not None:
+            old.cancel()
+        self._start_relay(link)
+
+    async def drain(self, grace_s: float) -> None:
+        """The node stops: no intake, no dispatch; running jobs get `grace_s` to finish."""
+        await self.supervision.drain_node(grace_s)
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await tasks.stop([*self._tasks, *self._relays.values()])
         await self.dispatcher.stop()
         await self.recovery.stop()
+        await self._stop_workers()
         for link in self.links:
             link.state = WorkerState.DISCONNECTED
         with contextlib.suppress(Exception):
             await self._publish_registry()
         for link in self.links:
             await link.client.aclose()
+
+    async def _stop_workers(self) -> None:
+        """Stop the children this node started; what they held goes back to the queue."""
+        if self.supervisor is None:
+            return
+        self.supervisor.unsubscribe(self.supervision.on_event)
+        await self.supervisor.stop_all()
+        for link in self.links:
+            if not link.handle.managed:
+                continue
+            try:
+                job_ids = set(link.held) | await self.store.worker_job_ids(link.name)
+                await self.supervision.release(link, job_ids, failed=False)
+            except Exception as exc:
+                # Their leases expire; the next node to start recovers them.
+                log.warning("jobs of %s not released at stop: %r", link.name, exc)
+
+    async def _restart_hung(self, link: WorkerLink, reason: str) -> None:
+        assert self.supervisor is not None
+        await self.supervisor.restart(link.name, reason, failure=True)
+
+    async def _recover(self, job_id: str) -> None:
+        await self.recovery.recover(job_id, failed=False)
 
     def groups(self) -> dict[str, str]:
         return {link.name: link.group for link in self.links}
@@ -118,9 +189,16 @@ class Farm:
 
     async def _heartbeat(self) -> None:
         while True:
+            tasks.check_cancelled()
+            self._refresh_vram()
             with contextlib.suppress(Exception):
                 await self._publish_registry()
             await asyncio.sleep(HEARTBEAT_S)
+
+    def _refresh_vram(self) -> None:
+        snapshot = self.telemetry.snapshot() if self.telemetry is not None else None
+        for link in self.links:
+            link.vram = vram_of(snapshot, link.handle.spec.gpu_indices)
 
     async def _publish_registry(self) -> None:
         now_ms = self.store.now_ms()
@@ -132,6 +210,8 @@ class Farm:
 
     def describe(self, link: WorkerLink, now_ms: int) -> dict[str, Any]:
         handle = link.handle
+        status = self.supervisor.status(link.name) if self.supervisor is not None else None
+        snapshot = self.telemetry.snapshot() if self.telemetry is not None else None
         return {
             "name": link.name,
             "group": link.group,
@@ -140,13 +220,17 @@ class Farm:
             "gpu": handle.spec.gpu,
             "emulated": handle.spec.emulate is not None,
             "managed": handle.managed,
-            "state": link.state.value,
+            "state": display_state(link, status),
+            "draining": link.draining,
             "node": self.node,
             "running": link.running,
             "held": sorted(link.held),
             "last_checkpoint": link.last_checkpoint,
             "resident": list(link.resident),
+            "load_s": {key: round(value, 3) for key, value in link.load_s.items()},
             "heartbeat_ms": now_ms,
+            **supervision_fields(status),
+            "telemetry": telemetry_fields(snapshot, handle.spec.gpu_indices),
         }
 
     async def registry(self) -> list[dict[str, Any]]:
@@ -195,9 +279,14 @@ class Farm:
             await self._withdraw(link, job, interrupt_if_running=False)
 
     async def clear_pending(self) -> int:
+        """POST /queue clear: every prompt that has not started, also those already sent
+        ahead to a worker of this node (ComfyUI's clear empties its whole pending queue)."""
         cancelled = 0
         for job_id in await self.store.pending_ids():
             cancelled += await self.store.cancel_pending(job_id)
+        for link in self.links:
+            for job_id in [j for j in link.held if j != link.running]:
+                await self.delete(job_id)
         self.hub.queue_changed()
         return cancelled
 

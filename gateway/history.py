@@ -55,24 +55,10 @@ def public_extra_data(extra_json: str) -> dict[str, Any]:
     return extra
 
 
-def gateway_block(job: JobRecord, worker: str, group: str, finished_at_ms: int) -> dict[str, Any]:
-    return {
-        "worker": worker,
-        "group": group,
-        "attempts": job.attempt,
-        "failures": job.failures,
-        "enqueued_at_ms": job.enqueued_at_ms,
-        "claimed_at_ms": job.claimed_at_ms,
-        "started_at_ms": job.started_at_ms,
-        "finished_at_ms": finished_at_ms,
-    }
-
-
-def gateway_entry(
-    worker_entry: Mapping[str, Any], job: JobRecord, worker: str, group: str, now_ms: int
-) -> dict[str, Any]:
-    """The worker's entry as the client must see it: the gateway's number, the client's
-    extra_data, namespaced output files, plus a `gateway` block."""
+def gateway_entry(worker_entry: Mapping[str, Any], job: JobRecord, worker: str) -> dict[str, Any]:
+    """The worker's entry as the client must see it: the gateway's number and id, the client's
+    extra_data and namespaced output files. Nothing is added: an entry has ComfyUI's keys only
+    (where a job ran and how often is at /gateway/jobs/{id})."""
     prompt = list(worker_entry.get("prompt") or [])
     if len(prompt) >= 5:
         prompt[0] = _number(job.number)
@@ -82,13 +68,10 @@ def gateway_entry(
     entry = dict(worker_entry)
     entry["prompt"] = prompt
     entry["outputs"] = {node: namespace_output(out, worker) for node, out in outputs.items()}
-    entry["gateway"] = gateway_block(job, worker, group, now_ms)
     return entry
 
 
-def error_entry(
-    job: JobRecord, worker: str, group: str, now_ms: int, message: str, exception_type: str
-) -> dict[str, Any]:
+def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) -> dict[str, Any]:
     """A history entry for a job that ended without a worker's entry (gave up, refused)."""
     error: dict[str, Any] = {
         "prompt_id": job.job_id,
@@ -118,7 +101,6 @@ def error_entry(
             "messages": [["execution_error", error]],
         },
         "meta": {},
-        "gateway": gateway_block(job, worker, group, now_ms),
     }
 
 

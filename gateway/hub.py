@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
+from gateway import tasks
 from gateway.events import (
+    BROADCAST,
     ClientFrame,
     Envelope,
     QueueStatus,
@@ -82,6 +84,8 @@ class Hub:
         self.status_interval_s = status_interval_s
         self.sockets: dict[str, set[ClientSocket]] = {}
         self.last_queue_remaining = 0
+        """The queue length this node last announced or received (status frames repeat it)."""
+        self._status_lock = asyncio.Lock()
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._queue_changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -92,19 +96,16 @@ class Hub:
 
     async def start(self) -> None:
         self._tasks = [
-            asyncio.create_task(self._listen(), name="hub-listen"),
-            asyncio.create_task(self._send(), name="hub-send"),
-            asyncio.create_task(self._status(), name="hub-status"),
-            asyncio.create_task(self._watch_peers(), name="hub-peers"),
+            tasks.spawn("hub-listen", self._listen),
+            tasks.spawn("hub-send", self._send),
+            tasks.spawn("hub-status", self._status),
+            tasks.spawn("hub-peers", self._watch_peers),
         ]
-        await asyncio.wait_for(self._subscribed.wait(), 10)
+        async with asyncio.timeout(10):
+            await self._subscribed.wait()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await tasks.stop(self._tasks)
         for sockets in self.sockets.values():
             for socket in sockets:
                 socket.offer(None)
@@ -161,13 +162,33 @@ class Hub:
                 self.peers = any(int(count) > 1 for _, count in counts)
             await asyncio.sleep(interval_s)
 
+    async def announce_queue(self, *, always: bool = False) -> None:
+        """Broadcast the farm's queue length now, as ComfyUI does when its queue changes (and,
+        with `always`, when a prompt starts: ComfyUI repeats the length then).
+
+        Awaited before the event that follows in ComfyUI's order (`execution_start`,
+        `executing` null). Reads and sends are serialised, so a later status never carries an
+        older length; an unchanged length is sent only with `always`.
+        """
+        if not (self.sockets or self.peers):
+            return
+        async with self._status_lock:
+            try:
+                remaining = await self.queue_remaining()
+            except (aioredis.ConnectionError, aioredis.TimeoutError) as exc:
+                log.warning("no status broadcast: redis unavailable (%s)", exc)
+                return
+            if always or remaining != self.last_queue_remaining:
+                self.publish(QueueStatus(remaining))
+
     async def _status(self) -> None:
+        """Changes that need no exact place in a client's sequence (deletes, clears,
+        cancels): announced once they settle, at most every `status_interval_s`."""
         while True:
+            tasks.check_cancelled()
             await self._queue_changed.wait()
             self._queue_changed.clear()
-            if self.sockets or self.peers:
-                with contextlib.suppress(aioredis.ConnectionError, aioredis.TimeoutError):
-                    self.publish(QueueStatus(await self.queue_remaining()))
+            await self.announce_queue()
             await asyncio.sleep(self.status_interval_s)
 
     # -- consuming ---------------------------------------------------------------------------
@@ -195,14 +216,17 @@ class Hub:
 
     def deliver(self, event: Envelope | None) -> None:
         if isinstance(event, ClientFrame):
-            for socket in self.sockets.get(event.client_id, ()):
+            for socket in self._recipients(event.client_id):
                 socket.deliver(event)
         elif isinstance(event, QueueStatus):
             self._broadcast_status(event.queue_remaining)
 
+    def _recipients(self, client_id: str) -> list[ClientSocket]:
+        if client_id == BROADCAST:
+            return [socket for sockets in self.sockets.values() for socket in sockets]
+        return list(self.sockets.get(client_id, ()))
+
     def _broadcast_status(self, queue_remaining: int) -> None:
-        if queue_remaining == self.last_queue_remaining:
-            return
         self.last_queue_remaining = queue_remaining
         text = status_message(queue_remaining)
         for sockets in self.sockets.values():

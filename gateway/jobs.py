@@ -115,13 +115,13 @@ class JobStore:
         """The first `limit` waiting jobs in queue order, with what placement needs."""
         flat = await self._peek(keys=[self.keys.pending], args=[limit, self.keys.job("")])
         out: list[JobRecord] = []
-        for i in range(0, len(flat), 4):
+        for i in range(0, len(flat), 5):
             raw = {
                 "state": "pending",
-                "number": "0",
                 "placement": flat[i + 1],
                 "priority": flat[i + 2],
                 "enqueued_at_ms": flat[i + 3],
+                "number": flat[i + 4],
             }
             out.append(JobRecord.from_hash(flat[i], raw))
         return out

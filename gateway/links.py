@@ -38,6 +38,8 @@ class Held:
     started_at_ms: int | None = None
     sid: str | None = None
     """The relay sid it was sent under; events come only while that connection lasts."""
+    sent_at_s: float = field(default_factory=time.monotonic)
+    """When this node sent it (or adopted it): the watchdog's clock starts there."""
 
 
 @dataclass
@@ -55,6 +57,12 @@ class WorkerLink:
     resident: tuple[str, ...] = ()
     idle_since_s: float | None = None
     object_info: dict[str, Any] | None = field(default=None, repr=False)
+    draining: bool = False
+    """Takes no new jobs (an operator's drain, or the gateway stopping); finishes its own."""
+    load_s: dict[str, float] = field(default_factory=dict)
+    """Seconds to load a model key here, as measured (seeded by the warm-up)."""
+    vram: tuple[float, float] | None = None
+    """(free, total) MiB of its card from telemetry; None without NVML."""
 
     @property
     def name(self) -> str:
@@ -72,14 +80,24 @@ class WorkerLink:
         """Held jobs whose events go to a closed relay connection: poll them instead."""
         return [job_id for job_id, held in self.held.items() if held.sid != self.sid]
 
+    @property
+    def accepting(self) -> bool:
+        """Connected, warm (its supervisor says ready) and not draining: may take jobs."""
+        return self.state is WorkerState.READY and self.handle.ready and not self.draining
+
     def free_slots(self, capacity: int) -> int:
-        if self.state is not WorkerState.READY:
+        if not self.accepting:
             return 0
         return max(0, capacity - len(self.held))
 
+    def quiet_since_s(self) -> float:
+        """The last sign of life of its jobs: an event, or the latest job sent to it."""
+        sent_s = max((held.sent_at_s for held in self.held.values()), default=0.0)
+        return max(self.last_progress_s, sent_s)
+
     def stalled(self, now_s: float, stall_timeout_s: float) -> bool:
-        """A prompt runs and nothing has been heard of it for `stall_timeout_s`."""
-        return self.running is not None and now_s - self.last_progress_s > stall_timeout_s
+        """It holds jobs and nothing has been heard of them for `stall_timeout_s`."""
+        return bool(self.held) and now_s - self.quiet_since_s() > stall_timeout_s
 
     def healthy(self, now_s: float, stall_timeout_s: float) -> bool:
         return (
@@ -118,6 +136,9 @@ class Links:
 
     def ready(self) -> list[WorkerLink]:
         return [link for link in self if link.state is WorkerState.READY]
+
+    def accepting(self) -> list[WorkerLink]:
+        return [link for link in self if link.accepting]
 
     def owner_of(self, job_id: str) -> WorkerLink | None:
         return next((link for link in self if job_id in link.held), None)

@@ -133,6 +133,11 @@ class JobRecord:
             error=raw.get("error") or None,
         )
 
+    @property
+    def score(self) -> float:
+        """Its place in the queue, lowest first: priority, then number (as scripts.ENQUEUE)."""
+        return -self.priority * 1e12 + self.number
+
     def with_attempt(self, attempt: int) -> JobRecord:
         return replace(self, attempt=attempt)
 

@@ -41,18 +41,15 @@ class Outcomes:
             fenced = job.with_attempt(held.attempt)
             await self.requeue(link.name, fenced, failed=True, outcome="stalled", link=link)
             return False
-        now_ms = self.store.now_ms()
         if worker_entry is None:
             entry = error_entry(
                 job,
-                link.name,
-                link.group,
-                now_ms,
+                self.store.now_ms(),
                 "the worker reported completion but has no history entry",
                 "GatewayError",
             )
         else:
-            entry = gateway_entry(worker_entry, job, link.name, link.group, now_ms)
+            entry = gateway_entry(worker_entry, job, link.name)
         applied = await self.store.finish(
             job_id, link.name, held.attempt, entry_state(entry), entry
         )
@@ -64,13 +61,12 @@ class Outcomes:
             log.info(
                 "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
             )
-            self._done(held.client_id, job_id)
+            await self._done(held.client_id, job_id)
         return applied
 
     async def fail(self, link: WorkerLink, job: JobRecord, held: Held, message: str) -> None:
         """End a job with an error that retrying elsewhere would not fix."""
-        now_ms = self.store.now_ms()
-        entry = error_entry(job, link.name, link.group, now_ms, message, "WorkerRejectedPrompt")
+        entry = error_entry(job, self.store.now_ms(), message, "WorkerRejectedPrompt")
         applied = await self.store.finish(
             job.job_id, link.name, held.attempt, entry_state(entry), entry
         )
@@ -78,17 +74,15 @@ class Outcomes:
         if applied and held.client_id:
             error = entry["status"]["messages"][-1][1]
             self.hub.publish(text_frame(held.client_id, EventKind.EXECUTION_ERROR, error))
-            self._done(held.client_id, job.job_id)
+        if applied:
+            await self._done(held.client_id, job.job_id)
 
     async def requeue(
         self, link_name: str, job: JobRecord, *, failed: bool, outcome: str, link: WorkerLink | None
     ) -> int:
         """Back to the queue (or ended after too many failures); the old worker is forgotten."""
-        now_ms = self.store.now_ms()
         message = f"gave up after {job.failures + 1} failed attempts (last: {outcome})"
-        give_up = error_entry(
-            job, link_name, link.group if link else "", now_ms, message, "GatewayGaveUp"
-        )
+        give_up = error_entry(job, self.store.now_ms(), message, "GatewayGaveUp")
         result = await self.store.requeue(
             job.job_id,
             link_name,
@@ -111,7 +105,8 @@ class Outcomes:
         if result == 2 and job.client_id:
             error = give_up["status"]["messages"][-1][1]
             self.hub.publish(text_frame(job.client_id, EventKind.EXECUTION_ERROR, error))
-            self._done(job.client_id, job.job_id)
+        if result == 2:
+            await self._done(job.client_id, job.job_id)
         self.wake()
         return result
 
@@ -127,7 +122,9 @@ class Outcomes:
         self.hub.queue_changed()
         self.wake()
 
-    def _done(self, client_id: str | None, job_id: str) -> None:
+    async def _done(self, client_id: str | None, job_id: str) -> None:
+        """The end of a prompt as ComfyUI sends it: the shorter queue, then `executing` null."""
+        await self.hub.announce_queue()
         if client_id:
             data = {"node": None, "prompt_id": job_id}
             self.hub.publish(text_frame(client_id, EventKind.EXECUTING, data))

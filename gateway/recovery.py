@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gateway import tasks
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.models import HELD, JobRecord
@@ -26,6 +27,7 @@ from workers.client import ComfyClient, WorkerError, WorkerUnreachable
 log = logging.getLogger(__name__)
 
 Restart = Callable[[WorkerLink], Coroutine[Any, Any, None]]
+StallHandler = Callable[[WorkerLink], Coroutine[Any, Any, None]]
 
 
 class Found(StrEnum):
@@ -70,6 +72,7 @@ class Recovery:
         lease_s: float,
         stall_timeout_s: float,
         restart: Restart | None = None,
+        on_stall: StallHandler | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -78,6 +81,7 @@ class Recovery:
         self.lease_s = lease_s
         self.stall_timeout_s = stall_timeout_s
         self.restart = restart
+        self.on_stall = on_stall
         self.clock = clock
         self._restarts: set[asyncio.Task[None]] = set()
 
@@ -89,6 +93,7 @@ class Recovery:
     async def run(self) -> None:
         """Renew the leases of healthy workers, notice lost ones, recover expired jobs."""
         while True:
+            tasks.check_cancelled()
             try:
                 await self.tick()
             except Exception:
@@ -111,9 +116,7 @@ class Recovery:
             await self.recover(job_id, failed=True)
 
     async def stop(self) -> None:
-        for task in list(self._restarts):
-            task.cancel()
-        await asyncio.gather(*self._restarts, return_exceptions=True)
+        await tasks.stop(self._restarts)
 
     # -- whole workers -----------------------------------------------------------------------
 
@@ -135,6 +138,9 @@ class Recovery:
 
     async def _stalled(self, link: WorkerLink) -> None:
         """A prompt made no progress for too long: end that process, or abandon the prompt."""
+        if self.on_stall is not None:
+            await self.on_stall(link)  # the watchdog probes before it acts
+            return
         log.warning(
             "worker %s stalled on %s for %.0fs",
             link.name,

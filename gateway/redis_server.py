@@ -11,6 +11,7 @@ from pathlib import Path
 import redis
 
 from workers.ports import free_port
+from workers.process import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,13 @@ class EmbeddedRedis:
             "--loglevel", "warning",
             "--logfile", str(self.data_dir / "redis.log"),
         ]  # fmt: skip
-        self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        # Dies with the gateway (even on SIGKILL), and outside its process group so that a
+        # group signal cannot take the job store away while the gateway still drains.
+        self._proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,  # noqa: PLW1509
+        )
         self._wait_ready(timeout_s)
         log.info("redis started pid=%s url=%s dir=%s", self._proc.pid, self.url, self.data_dir)
 

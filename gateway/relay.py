@@ -22,7 +22,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from gateway.events import ClientFrame, EventKind, preview_prompt_id, text_frame
+from gateway import tasks
+from gateway.events import BROADCAST, ClientFrame, EventKind, preview_prompt_id, text_frame
 from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
@@ -33,6 +34,10 @@ from workers.client import Frame, WorkerError
 log = logging.getLogger(__name__)
 
 FEATURE_FLAGS = {"supports_preview_metadata": True}
+# What ComfyUI sends to every socket when the prompt has no client_id; the rest it drops.
+BROADCAST_WITHOUT_CLIENT = frozenset(
+    {EventKind.PROGRESS, EventKind.PROGRESS_STATE, EventKind.EXECUTION_INTERRUPTED}
+)
 Reconcile = Callable[[WorkerLink], Awaitable[None]]
 
 
@@ -64,6 +69,7 @@ class Relay:
     async def run(self) -> None:
         backoff_s = 0.1
         while True:
+            tasks.check_cancelled()
             try:
                 await self._session()
                 backoff_s = 0.1
@@ -83,6 +89,7 @@ class Relay:
         async with self.link.client.events(self.link.sid, FEATURE_FLAGS) as frames:
             await self.on_connect(self.link)
             async for frame in frames:
+                tasks.check_cancelled()
                 await self.handle(frame)
 
     async def handle(self, frame: Frame) -> None:
@@ -94,15 +101,14 @@ class Relay:
     def _binary(self, frame: bytes) -> None:
         prompt_id = preview_prompt_id(frame) or self.link.running
         held = self.link.held.get(prompt_id) if prompt_id else None
-        if held is not None and held.client_id:
-            self.hub.publish(ClientFrame(held.client_id, data=frame))
+        if held is not None:
+            self.hub.publish(ClientFrame(held.client_id or BROADCAST, data=frame))
 
     async def _text(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
         data = message.get("data")
         if kind == EventKind.STATUS:
-            self.hub.queue_changed()
-            return
+            return  # the worker's own queue; clients get the farm's (Hub.announce_queue)
         if not isinstance(data, dict) or not data.get("prompt_id"):
             return
         prompt_id = str(data["prompt_id"])
@@ -119,6 +125,8 @@ class Relay:
             # Not awaited: the event need not wait for Redis, and START is a no-op once the
             # job has finished.
             self._background(self.store.mark_started(prompt_id, held.attempt))
+            # ComfyUI announces its queue as a prompt leaves it, just before execution_start.
+            await self.hub.announce_queue(always=True)
         elif kind == EventKind.EXECUTED and isinstance(data.get("output"), dict):
             data = {**data, "output": namespace_output(data["output"], self.link.name)}
             message = {"type": kind, "data": data}
@@ -135,8 +143,11 @@ class Relay:
             log.warning("relay %s: background write failed: %r", self.link.name, task.exception())
 
     def _forward(self, held: Held, message: dict[str, Any]) -> None:
+        kind = str(message["type"])
         if held.client_id:
-            self.hub.publish(text_frame(held.client_id, str(message["type"]), message["data"]))
+            self.hub.publish(text_frame(held.client_id, kind, message["data"]))
+        elif kind in BROADCAST_WITHOUT_CLIENT:
+            self.hub.publish(text_frame(BROADCAST, kind, message["data"]))
 
     async def _finished(self, prompt_id: str, held: Held) -> None:
         """ComfyUI wrote its history entry before this frame: fetch it, record it, then tell."""

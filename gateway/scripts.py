@@ -161,11 +161,13 @@ PEEK = """
 local ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 local out = {}
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', ARGV[2] .. id, 'placement', 'priority', 'enqueued_at_ms')
+  local f = redis.call('HMGET', ARGV[2] .. id, 'placement', 'priority', 'enqueued_at_ms',
+    'number')
   table.insert(out, id)
   table.insert(out, f[1] or '')
   table.insert(out, f[2] or '0')
   table.insert(out, f[3] or '0')
+  table.insert(out, f[4] or '0')
 end
 return out
 """

@@ -7,18 +7,28 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from gateway.app import create_app
-from gateway.links import WorkerLink
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
-from workers.supervisor import FarmLayout, Supervisor, WorkerSpec, visible_gpus
+from gateway.shutdown import GatewayServer
+from gateway.status import vram_of
+from workers.supervisor import (
+    FarmLayout,
+    Supervisor,
+    WorkerHandle,
+    WorkerSpec,
+    emulated_vram,
+    visible_gpus,
+)
+from workers.telemetry import Telemetry
 
 log = logging.getLogger("gateway")
 
@@ -42,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--time-scale", dest="time_scale", type=float, help="emulator time scale (1 = real)")
     add("--comfyui", help="a ComfyUI checkout: one worker per visible GPU")
     add("--comfyui-python", dest="comfyui_python", help="the Python that runs that ComfyUI")
-    add("--gpus", help="GPU slots to use, e.g. 0,1")
+    add(
+        "--gpus",
+        help="GPU slots to use, e.g. 0,1 (one worker each) or 0+1,2 (GPUs 0 and 1 together)",
+    )
+    add("--preload", help="checkpoints every worker warms up before taking jobs, e.g. a,b")
     add("--policy", help="placement policy (round_robin, least_outstanding, sticky, ...)")
     add("--log-level", dest="log_level", help="debug, info, warning")
     return parser
@@ -80,6 +94,28 @@ def to_spec(worker: WorkerConfig) -> WorkerSpec:
         emulate=worker.emulate,
         checkpoints=worker.checkpoints,
         url=worker.url,
+        port=worker.port,
+        preload=worker.preload or (),
+    )
+
+
+def make_supervisor(
+    settings: Settings,
+    workers: Sequence[WorkerConfig],
+    layout: FarmLayout,
+    telemetry: Telemetry,
+    environ: Mapping[str, str],
+) -> Supervisor:
+    """The supervisor of these workers; each card's VRAM (NVML, else the emulated profile's)
+    picks its default launch args."""
+
+    def vram_mib(spec: WorkerSpec) -> float | None:
+        known = vram_of(telemetry.snapshot(), spec.gpu_indices)
+        return known[1] if known is not None else emulated_vram(spec)
+
+    specs = [to_spec(worker) for worker in workers]
+    return Supervisor(
+        specs, layout, environ=environ, settings=settings.supervision(), vram_of=vram_mib
     )
 
 
@@ -89,7 +125,7 @@ async def run(settings: Settings) -> int:
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
             redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.appendfsync)
-            await asyncio.to_thread(redis.start)
+            redis.start()  # in this thread: the server dies with the thread that started it
             stack.callback(redis.stop)
             settings = settings.model_copy(update={"redis_url": redis.url})
         workers = resolve_workers(settings, visible_gpus(os.environ))
@@ -99,17 +135,24 @@ async def run(settings: Settings) -> int:
         layout = FarmLayout(
             settings.data_dir / "workers", settings.data_dir / "input", settings.time_scale
         )
-        supervisor = Supervisor([to_spec(w) for w in workers], layout, environ=os.environ)
+        telemetry = Telemetry(interval_s=settings.telemetry_interval_s)
+        if telemetry.open():
+            telemetry.sample()
+        else:
+            log.info("no GPU telemetry: %s", telemetry.reason)
+        supervisor = make_supervisor(settings, workers, layout, telemetry, os.environ)
         stack.push_async_callback(supervisor.stop_all)
-        handles = await supervisor.start_all(settings.worker_start_timeout_s)
+        handles = await supervisor.start_all()
         if not any(handle.ready for handle in handles):
-            log.error("no worker became ready; see %s/*/worker.log", layout.root)
+            _report_failures(supervisor, handles)
             return 1
-
-        async def restart(link: WorkerLink) -> None:
-            await supervisor.restart(link.handle, settings.worker_start_timeout_s)
-
-        app = create_app(settings, handles, input_dir=layout.input_dir, restart=restart)
+        app = create_app(
+            settings,
+            handles,
+            input_dir=layout.input_dir,
+            supervisor=supervisor,
+            telemetry=telemetry,
+        )
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -124,5 +167,20 @@ async def run(settings: Settings) -> int:
             len(handles),
             settings.redis_url,
         )
-        await uvicorn.Server(config).serve()
+        await GatewayServer(config, drain=_drainer(app, settings.drain_grace_s)).serve()
     return 0
+
+
+def _drainer(app: FastAPI, grace_s: float) -> Callable[[], Awaitable[None]]:
+    async def drain() -> None:
+        await app.state.context.farm.drain(grace_s)
+
+    return drain
+
+
+def _report_failures(supervisor: Supervisor, handles: Sequence[WorkerHandle]) -> None:
+    log.error("no worker became ready")
+    for handle in handles:
+        log.error("worker %s: %s", handle.name, handle.error or "not ready")
+        for line in supervisor.log_tail(handle.name)[-10:]:
+            log.error("  %s| %s", handle.name, line)

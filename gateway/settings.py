@@ -18,6 +18,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from workers.comfyargs import FlagError, check_args
+from workers.emulator.cliargs import split_emulator_options
+from workers.logs import MIB
+from workers.managed import SupervisionSettings
+from workers.restart import RestartSettings
+from workers.telemetry import parse_gpu_slots
+
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_EMULATED = 2
 
@@ -32,13 +39,32 @@ class WorkerConfig(BaseModel):
 
     name: str
     group: str = "default"
-    gpu: int | None = None
+    gpu: int | str | None = None
+    """A GPU index, or a slot of several ("0+1" or "0,1": CUDA_VISIBLE_DEVICES=0,1)."""
     args: tuple[str, ...] = ()
     python: str | None = None
     comfyui: Path | None = None
     emulate: str | None = None
     checkpoints: tuple[str, ...] = ()
     url: str | None = None
+    port: int | None = None
+    preload: tuple[str, ...] | None = None
+    """Checkpoints to warm up before it takes client jobs; None: the farm's `preload`."""
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _one_slot(cls, value: Any) -> Any:
+        return _slot(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _args_can_work(self) -> WorkerConfig:
+        # Refused here, at start, with ComfyUI's own reason, not as a worker that never comes up.
+        args = split_emulator_options(list(self.args)) if self.emulated else list(self.args)
+        try:
+            check_args(args)
+        except FlagError as exc:
+            raise ValueError(f"worker {self.name}: {exc}") from None
+        return self
 
     @field_validator("name")
     @classmethod
@@ -51,6 +77,29 @@ class WorkerConfig(BaseModel):
     @property
     def emulated(self) -> bool:
         return self.emulate is not None
+
+
+class RestartConfig(BaseModel):
+    """`[restart]`: backoff after a crash, and when to give up (`workers.restart`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backoff_initial_s: float = 1.0
+    backoff_factor: float = 2.0
+    backoff_max_s: float = 60.0
+    stable_after_s: float = 300.0
+    max_start_failures: int = 3
+    flap_exits: int = 5
+    flap_window_s: float = 120.0
+
+    @model_validator(mode="after")
+    def _sane(self) -> RestartConfig:
+        self.policy()
+        return self
+
+    def policy(self) -> RestartSettings:
+        """Raises ValueError for settings that cannot work."""
+        return RestartSettings(**self.model_dump())
 
 
 class Settings(BaseSettings):
@@ -76,16 +125,27 @@ class Settings(BaseSettings):
     time_scale: float = 1.0
     comfyui: Path | None = None
     comfyui_python: str | None = None
-    gpus: tuple[int, ...] | None = None
+    gpus: tuple[int | str, ...] | None = None
     policy: str = "sticky"
     workers: tuple[WorkerConfig, ...] = ()
+    preload: tuple[str, ...] = ()
     auth_token: str | None = None
 
     max_body_mib: float = 100.0
     max_attempts: int = 3
     lease_s: float = 30.0
     stall_timeout_s: float = 600.0
+    """Watchdog: a worker holding jobs that sends no event for this long is probed."""
+    interrupt_grace_s: float = 10.0
     worker_start_timeout_s: float = 300.0
+    warmup_timeout_s: float = 600.0
+    drain_grace_s: float = 30.0
+    stop_grace_s: float = 10.0
+    restart: RestartConfig = Field(default_factory=RestartConfig)
+    supervise_interval_s: float = 0.25
+    telemetry_interval_s: float = 2.0
+    worker_log_max_mib: float = 10.0
+    worker_log_backups: int = 3
     worker_request_timeout_s: float = 30.0
     prefetch: int = 1
     history_max_items: int = 10000
@@ -97,12 +157,12 @@ class Settings(BaseSettings):
     @classmethod
     def _split_gpus(cls, value: Any) -> Any:
         if isinstance(value, str):
-            return tuple(int(part) for part in value.split(",") if part.strip())
+            return tuple(_slot(part) for part in value.split(","))
         if isinstance(value, int):
             return (value,)
         return value
 
-    @field_validator("emulate_checkpoints", mode="before")
+    @field_validator("emulate_checkpoints", "preload", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -120,6 +180,17 @@ class Settings(BaseSettings):
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mib * 1024 * 1024)
+
+    def supervision(self) -> SupervisionSettings:
+        return SupervisionSettings(
+            start_timeout_s=self.worker_start_timeout_s,
+            warmup_timeout_s=self.warmup_timeout_s,
+            stop_grace_s=self.stop_grace_s,
+            interval_s=self.supervise_interval_s,
+            restart=self.restart.policy(),
+            log_max_bytes=max(1, int(self.worker_log_max_mib * MIB)),
+            log_backups=self.worker_log_backups,
+        )
 
     @classmethod
     def settings_customise_sources(
@@ -165,7 +236,11 @@ def resolve_workers(settings: Settings, visible_gpus: tuple[int, ...]) -> tuple[
         gpus = settings.gpus if settings.gpus is not None else visible_gpus
         return tuple(
             WorkerConfig(
-                name=f"gpu{gpu}", gpu=gpu, comfyui=settings.comfyui, python=settings.comfyui_python
+                name=slot_name(gpu),
+                gpu=gpu,
+                comfyui=settings.comfyui,
+                python=settings.comfyui_python,
+                preload=settings.preload,
             )
             for gpu in gpus
         )
@@ -178,17 +253,31 @@ def _emulated(settings: Settings, count: int) -> tuple[WorkerConfig, ...]:
             name=f"sim{index}",
             emulate=settings.emulate_profile,
             checkpoints=settings.emulate_checkpoints,
+            preload=settings.preload,
         )
         for index in range(count)
     )
 
 
 def _with_defaults(worker: WorkerConfig, settings: Settings) -> WorkerConfig:
+    preload = settings.preload if worker.preload is None else worker.preload
     if worker.emulated or worker.url is not None:
-        return worker
+        return worker.model_copy(update={"preload": preload})
     return worker.model_copy(
         update={
             "comfyui": worker.comfyui or settings.comfyui,
             "python": worker.python or settings.comfyui_python,
+            "preload": preload,
         }
     )
+
+
+def _slot(value: str) -> int | str:
+    """One GPU slot as written ("0", "0+1" or "0,1"): an index, or a CUDA_VISIBLE_DEVICES list."""
+    slots = parse_gpu_slots(value.replace(",", "+"))
+    return int(slots[0]) if slots[0].isdigit() else slots[0]
+
+
+def slot_name(gpu: int | str) -> str:
+    """A worker name for a slot: gpu0, gpu0_1."""
+    return "gpu" + str(gpu).replace(",", "_")

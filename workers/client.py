@@ -123,14 +123,18 @@ class ComfyClient:
         client_id: str,
         extra_data: Mapping[str, Any] | None = None,
         partial_execution_targets: Sequence[str] | None = None,
+        number: float | None = None,
     ) -> dict[str, Any]:
-        """POST /prompt with our own prompt_id; returns ComfyUI's answer."""
+        """POST /prompt with our own prompt_id; returns ComfyUI's answer. `number` places it in
+        the instance's queue (lowest runs first) without advancing the instance's counter."""
         body: dict[str, Any] = {
             "prompt": prompt,
             "prompt_id": prompt_id,
             "client_id": client_id,
             "extra_data": dict(extra_data or {}),
         }
+        if number is not None:
+            body["number"] = number
         if partial_execution_targets is not None:
             body["partial_execution_targets"] = list(partial_execution_targets)
         answer: dict[str, Any] = (await self._post("/prompt", body)).json()
@@ -165,16 +169,33 @@ class ComfyClient:
 
     # -- files -------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def view(self, params: Mapping[str, str]) -> AsyncIterator[httpx.Response]:
+    def view(
+        self, params: Mapping[str, str], headers: Mapping[str, str] | None = None
+    ) -> AbstractAsyncContextManager[httpx.Response]:
         """GET /view as a stream; the caller reads `aiter_bytes()` inside the block."""
-        request = self._http.build_request("GET", "/view", params=params)
+        return self.stream("GET", "/view", params=params, headers=headers)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        content: bytes | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """Any request, its answer streamed: read `aiter_raw()` or `aiter_bytes()` inside the
+        block. An error status is an answer here, not an exception."""
+        request = self._http.build_request(
+            method, path, params=params, headers=headers, content=content
+        )
         try:
             response = await self._http.send(request, stream=True)
         except httpx.ConnectError as exc:
-            raise WorkerUnreachable(f"{self.base_url}/view: {exc}") from exc
+            raise WorkerUnreachable(f"{self.base_url}{path}: {exc}") from exc
         except httpx.TransportError as exc:
-            raise WorkerNoAnswer(f"{self.base_url}/view: {exc!r}") from exc
+            raise WorkerNoAnswer(f"{self.base_url}{path}: {exc!r}") from exc
         try:
             yield response
         finally:

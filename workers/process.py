@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO, Protocol
 
 import httpx
 
@@ -28,8 +29,16 @@ class ProcessStartError(RuntimeError):
     """The child exited or did not answer its readiness probe in time."""
 
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec."""
+class OutputSink(Protocol):
+    """Takes a child's stdout+stderr pipe and drains it (e.g. `workers.logs.LogCapture`)."""
+
+    def attach(self, stream: IO[bytes]) -> None: ...
+
+
+def die_with_parent() -> None:
+    """Runs in the child between fork and exec: its own process group (a terminal's Ctrl-C
+    or a group signal reaches the parent only, which then stops its children in order),
+    and SIGKILL when the parent thread that spawned it dies."""
     os.setpgrp()
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -46,11 +55,13 @@ class ChildProcess:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         log_path: Path | None = None,
+        output: OutputSink | None = None,
     ):
         self.argv = list(argv)
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.log_path = log_path
+        self.output = output
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,8 +77,12 @@ class ChildProcess:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self) -> None:
+        """Spawn the child. Call it from the thread that lives as long as the child should:
+        the kernel's parent-death signal follows the spawning thread, not the process."""
         out = subprocess.DEVNULL
-        if self.log_path is not None:
+        if self.output is not None:
+            out = subprocess.PIPE
+        elif self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             out = self.log_path.open("ab")  # type: ignore[assignment]
         self._proc = subprocess.Popen(
@@ -78,9 +93,11 @@ class ChildProcess:
             stdout=out,
             stderr=subprocess.STDOUT,
             # prctl must run in the child itself; the hook calls only setpgrp and prctl.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
-        if out is not subprocess.DEVNULL:
+        if self.output is not None and self._proc.stdout is not None:
+            self.output.attach(self._proc.stdout)
+        elif out is not subprocess.DEVNULL:
             out.close()  # type: ignore[attr-defined]
         log.info("started pid=%s argv=%s", self._proc.pid, " ".join(self.argv[:4]))
 

@@ -1,175 +1,88 @@
-"""Start the farm's worker processes and wait until they answer.
+"""The supervisor: one child per worker, started, warmed up, watched, healed, stopped.
 
-A `WorkerSpec` (a real ComfyUI on one GPU slot, or an emulated one) becomes a `ChildProcess`
-with its own port, output and temp directories and the farm's shared input directory. This is
-the minimal start / wait-ready / stop; restart policy and draining build on the same handles.
+Each managed worker (`workers.managed.ManagedWorker`) is started with the command line of
+`workers.launch`, warmed up, watched by a reconcile loop, restarted as the pure restart policy
+(`workers.restart`) says, and stopped with SIGTERM, then SIGKILL after a grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
-import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
+from workers.client import ComfyClient
+from workers.comfyargs import FlagError, LaunchPlan, plan_launch
+from workers.emulator.profiles import ProfileError, load_profile
+from workers.launch import (
+    FarmLayout,
+    WorkerHandle,
+    WorkerSpec,
+    comfyui_argv,
+    emulator_argv,
+    visible_gpus,
+    worker_env,
+)
+from workers.lifecycle import EventSink, LifecycleKind, Phase, WorkerEvent
+from workers.logs import LogCapture
+from workers.managed import (
+    READY_PATH,
+    ManagedWorker,
+    ReadyProbe,
+    SupervisionSettings,
+    Warmer,
+    WorkerStatus,
+    http_ready,
+)
 from workers.ports import free_port
+from workers.preload import WarmupError, warm_up
 from workers.process import ChildProcess, ProcessStartError
+from workers.restart import Restart
+from workers.warmup import WarmupResult
+
+__all__ = [
+    "READY_PATH",
+    "FarmLayout",
+    "Supervisor",
+    "WorkerHandle",
+    "WorkerSpec",
+    "comfyui_argv",
+    "emulator_argv",
+    "visible_gpus",
+    "worker_env",
+]
 
 log = logging.getLogger(__name__)
 
-READY_PATH = "/prompt"
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """What to run for one worker. `url` set: an instance someone else runs (never started)."""
-
-    name: str
-    group: str = "default"
-    gpu: int | None = None
-    args: tuple[str, ...] = ()
-    python: str | None = None
-    comfyui: Path | None = None
-    emulate: str | None = None
-    checkpoints: tuple[str, ...] = ()
-    url: str | None = None
-
-
-@dataclass(frozen=True)
-class FarmLayout:
-    """Where workers keep files: one folder per worker under `root`, one shared input folder."""
-
-    root: Path
-    input_dir: Path
-    time_scale: float = 1.0
-
-    def output_dir(self, name: str) -> Path:
-        return self.root / name / "output"
-
-    def temp_parent(self, name: str) -> Path:
-        # ComfyUI uses DIR/temp and deletes it at every start: never shared between workers.
-        return self.root / name / "tmp"
-
-    @property
-    def frontend_dir(self) -> Path:
-        return self.root / "_empty_frontend"
-
-
-@dataclass
-class WorkerHandle:
-    """One worker as the gateway reaches it."""
-
-    spec: WorkerSpec
-    url: str
-    process: ChildProcess | None = None
-    ready: bool = False
-    error: str | None = None
-    started_s: float | None = field(default=None, repr=False)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    @property
-    def managed(self) -> bool:
-        return self.process is not None
-
-    def alive(self) -> bool:
-        """False only when a process we started has exited; external workers count as alive."""
-        return self.process is None or self.process.running
-
-
-def emulator_argv(spec: WorkerSpec, port: int, layout: FarmLayout) -> list[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "workers.emulator",
-        "--port",
-        str(port),
-        "--profile",
-        spec.emulate or "default",
-        "--time-scale",
-        str(layout.time_scale),
-    ]
-    if spec.checkpoints:
-        argv += ["--checkpoints", ",".join(spec.checkpoints)]
-    argv += _dir_args(spec, layout)
-    return [*argv, *spec.args]
-
-
-def comfyui_argv(spec: WorkerSpec, port: int, layout: FarmLayout) -> list[str]:
-    python = spec.python or sys.executable
-    argv = [
-        python,
-        "main.py",
-        "--listen",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--front-end-root",
-        str(layout.frontend_dir),
-        "--disable-auto-launch",
-        "--database-url",
-        "sqlite:///:memory:",
-    ]
-    return [*argv, *_dir_args(spec, layout), *spec.args]
-
-
-def _dir_args(spec: WorkerSpec, layout: FarmLayout) -> list[str]:
-    return [
-        "--output-directory",
-        str(layout.output_dir(spec.name)),
-        "--input-directory",
-        str(layout.input_dir),
-        "--temp-directory",
-        str(layout.temp_parent(spec.name)),
-    ]
-
-
-def worker_env(spec: WorkerSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    env = dict(environ)
-    if spec.gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = str(spec.gpu)
-    return env
-
-
-def visible_gpus(
-    environ: Mapping[str, str], count: Callable[[], int] | None = None
-) -> tuple[int, ...]:
-    """GPU slots to use: CUDA_VISIBLE_DEVICES when set, else every device pynvml counts."""
-    listed = environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        parts = [part.strip() for part in listed.split(",") if part.strip()]
-        if all(part.isdigit() for part in parts):
-            return tuple(int(part) for part in parts)
-        return tuple(range(len(parts)))
-    return tuple(range((count or _nvml_count)()))
-
-
-def _nvml_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library: no GPUs
-        return 0
-
-
 Spawn = Callable[..., ChildProcess]
+VramOf = Callable[[WorkerSpec], float | None]
+
+
+def emulated_vram(spec: WorkerSpec) -> float | None:
+    """The VRAM an emulated worker's profile claims (None for real workers: ask NVML)."""
+    if spec.emulate is None:
+        return None
+    try:
+        return float(load_profile(spec.emulate).vram_total_mib)
+    except ProfileError:
+        return None
+
+
+async def _warm(client: ComfyClient, checkpoint: str, timeout_s: float) -> WarmupResult:
+    return await warm_up(client, checkpoint, timeout_s=timeout_s)
 
 
 class Supervisor:
-    """Starts every worker of a farm, waits until they are ready, stops them all."""
+    """Runs one child per managed worker: start, warm up, watch, restart, stop.
+
+    `run()` is the reconcile loop: every `settings.interval_s` it compares each worker's phase
+    with its process. A ready worker whose process ended is recorded and handed to the restart
+    policy; a worker in backoff whose time has come is started again. Lifecycle events go to
+    every subscribed sink, awaited in order. Workers with a `url` are not started or watched.
+    """
 
     def __init__(
         self,
@@ -177,36 +90,204 @@ class Supervisor:
         layout: FarmLayout,
         *,
         environ: Mapping[str, str],
+        settings: SupervisionSettings | None = None,
         spawn: Spawn = ChildProcess,
         port_for: Callable[[], int] = free_port,
+        vram_of: VramOf = emulated_vram,
+        probe: ReadyProbe = http_ready,
+        warmer: Warmer = _warm,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.specs = list(specs)
         self.layout = layout
         self.environ = dict(environ)
+        self.settings = settings or SupervisionSettings()
         self.spawn = spawn
         self.port_for = port_for
+        self.vram_of = vram_of
+        self.probe = probe
+        self.warmer = warmer
+        self.clock = clock
         self.handles: list[WorkerHandle] = []
+        self.workers: dict[str, ManagedWorker] = {}
+        self._sinks: list[EventSink] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
 
-    async def start_all(self, timeout_s: float) -> list[WorkerHandle]:
-        """Start every worker and wait for all; a worker that fails is reported, not fatal."""
+    # -- the operator's and the gateway's verbs ----------------------------------------------
+
+    def subscribe(self, sink: EventSink) -> None:
+        self._sinks.append(sink)
+
+    def unsubscribe(self, sink: EventSink) -> None:
+        with contextlib.suppress(ValueError):
+            self._sinks.remove(sink)
+
+    def status(self, name: str) -> WorkerStatus | None:
+        worker = self.workers.get(name)
+        return worker.status() if worker else None
+
+    def log_tail(self, name: str) -> list[str]:
+        worker = self.workers.get(name)
+        return worker.output.tail() if worker else []
+
+    async def start_all(self) -> list[WorkerHandle]:
+        """Start every worker; returns once each is ready, refused, or past its first try."""
         self._make_dirs()
-        self.handles = [self._start(spec) for spec in self.specs]
-        await asyncio.gather(*(self._wait(handle, timeout_s) for handle in self.handles))
+        self.handles = [self._build(spec) for spec in self.specs]
+        for worker in self.workers.values():
+            if worker.phase is not Phase.FAILED:
+                self._launch(worker)
+        starting = [w.bring_up_task for w in self.workers.values() if w.bring_up_task]
+        await asyncio.gather(*starting)
         return self.handles
 
-    async def restart(self, handle: WorkerHandle, timeout_s: float) -> WorkerHandle:
-        """Stop one managed worker and start it again on the same port."""
-        if handle.process is None:
-            return handle
-        await asyncio.to_thread(handle.process.terminate)
-        handle.process.start()
-        handle.ready = False
-        await self._wait(handle, timeout_s)
-        return handle
+    def start(self) -> None:
+        """Run the reconcile loop in the background (after `start_all`)."""
+        if self._task is None and not self._stopped:
+            self._task = asyncio.create_task(self.run(), name="supervisor")
 
-    async def stop_all(self, grace_s: float = 5.0) -> None:
-        managed = [handle.process for handle in self.handles if handle.process is not None]
-        await asyncio.gather(*(asyncio.to_thread(proc.terminate, grace_s) for proc in managed))
+    async def run(self) -> None:
+        while not self._stopped:
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("supervision round failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.interval_s)
+            self._wake.clear()
+
+    async def restart(self, name: str, reason: str, *, failure: bool) -> None:
+        """End this worker's run and start another. `failure` (a hang): the run counts for
+        the restart policy, which may back off or give up. Otherwise (an operator asked) past
+        exits are forgotten and the new run starts at once. Raises KeyError for no such
+        managed worker."""
+        worker = self.workers[name]
+        log.warning("worker %s: restarting (%s)", name, reason)
+        await self._stop_run(worker, self.settings.stop_grace_s)
+        worker.record_exit(reason)
+        await self._emit(worker, LifecycleKind.EXITED, reason=reason, failure=failure)
+        if failure:
+            await self._decide(worker)
+        else:
+            worker.forget_history()
+            self._launch(worker)
+
+    def resume(self, name: str) -> bool:
+        """Start a failed or stopped worker again, with a clean history; False if it runs.
+        Raises KeyError for no such managed worker."""
+        worker = self.workers[name]
+        if worker.phase not in (Phase.FAILED, Phase.STOPPED) or worker.busy:
+            return False
+        log.info("worker %s: resumed by an operator", name)
+        worker.forget_history()
+        self._launch(worker)
+        return True
+
+    async def stop_all(self, grace_s: float | None = None) -> None:
+        """Stop the loop, then every child: SIGTERM, SIGKILL after `grace_s`. Idempotent."""
+        self._stopped = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        grace = self.settings.stop_grace_s if grace_s is None else grace_s
+        running = [w for w in self.workers.values() if w.phase is not Phase.STOPPED]
+        await asyncio.gather(*(self._stop_run(worker, grace) for worker in running))
+        for worker in running:
+            worker.phase = Phase.STOPPED
+            await self._emit(worker, LifecycleKind.STOPPED, reason="stopped")
+            await asyncio.to_thread(worker.output.close)
+            await worker.client.aclose()
+
+    # -- the reconcile loop --------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """One round: notice exits of ready workers, start those whose backoff is over."""
+        for worker in list(self.workers.values()):
+            if worker.busy or self._stopped:
+                continue
+            if worker.phase is Phase.READY and not worker.process.running:
+                worker.record_exit()
+                log.warning("worker %s exited: %s", worker.name, worker.reason)
+                await self._emit(worker, LifecycleKind.EXITED, reason=worker.reason, failure=True)
+                await self._decide(worker)
+            elif worker.phase is Phase.BACKOFF and self._due(worker):
+                self._launch(worker)
+
+    def _due(self, worker: ManagedWorker) -> bool:
+        return worker.restart_at_s is None or self.clock() >= worker.restart_at_s
+
+    def _launch(self, worker: ManagedWorker) -> None:
+        worker.phase = Phase.STARTING
+        worker.bring_up_task = asyncio.create_task(
+            self._bring_up(worker), name=f"bring-up-{worker.name}"
+        )
+
+    async def _bring_up(self, worker: ManagedWorker) -> None:
+        """Spawn (in the loop's thread: the child's parent-death signal follows it), wait
+        until it answers, warm it up; a failure on the way is a failed start."""
+        try:
+            worker.spawn()
+            await self._emit(worker, LifecycleKind.SPAWNED)
+            warmups = await worker.bring_up(self.settings, self.probe, self.warmer)
+        except (ProcessStartError, WarmupError, OSError) as exc:
+            await self._failed_start(worker, str(exc))
+            return
+        except Exception as exc:
+            log.exception("worker %s: bring-up failed", worker.name)
+            await self._failed_start(worker, repr(exc))
+            return
+        worker.mark_ready(warmups)
+        log.info(
+            "worker %s ready (pid %s) at %s", worker.name, worker.process.pid, worker.handle.url
+        )
+        await self._emit(worker, LifecycleKind.READY, warmups=warmups)
+
+    async def _failed_start(self, worker: ManagedWorker, why: str) -> None:
+        await asyncio.to_thread(worker.process.kill)
+        worker.record_exit(f"failed to start: {why}")
+        log.warning("worker %s: %s", worker.name, worker.reason)
+        await self._emit(worker, LifecycleKind.EXITED, reason=worker.reason, failure=True)
+        await self._decide(worker)
+
+    async def _decide(self, worker: ManagedWorker) -> None:
+        decision = worker.decide(self.settings.restart)
+        if isinstance(decision, Restart):
+            log.info("worker %s: %s", worker.name, decision.reason)
+            await self._emit(
+                worker,
+                LifecycleKind.RESTART_SCHEDULED,
+                reason=decision.reason,
+                delay_s=decision.delay_s,
+            )
+        else:
+            log.error("worker %s failed, not restarting: %s", worker.name, decision.reason)
+            await self._emit(worker, LifecycleKind.GAVE_UP, reason=decision.reason)
+
+    async def _stop_run(self, worker: ManagedWorker, grace_s: float) -> None:
+        worker.phase = Phase.STOPPING
+        worker.handle.ready, worker.handle.stopping = False, True
+        task = worker.bring_up_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await asyncio.to_thread(worker.process.terminate, grace_s)
+
+    async def _emit(self, worker: ManagedWorker, kind: LifecycleKind, **facts: object) -> None:
+        event = WorkerEvent(
+            kind, worker.name, self.clock(), pid=worker.process.pid,
+            exit_code=worker.process.returncode, **facts,  # type: ignore[arg-type]
+        )  # fmt: skip
+        for sink in list(self._sinks):
+            try:
+                await sink(event)
+            except Exception:
+                log.exception("lifecycle event %s of %s not handled", kind, worker.name)
+
+    # -- building ------------------------------------------------------------------------------
 
     def _make_dirs(self) -> None:
         self.layout.input_dir.mkdir(parents=True, exist_ok=True)
@@ -215,30 +296,36 @@ class Supervisor:
             self.layout.output_dir(spec.name).mkdir(parents=True, exist_ok=True)
             self.layout.temp_parent(spec.name).mkdir(parents=True, exist_ok=True)
 
-    def _start(self, spec: WorkerSpec) -> WorkerHandle:
+    def _build(self, spec: WorkerSpec) -> WorkerHandle:
         if spec.url is not None:
-            return WorkerHandle(spec=spec, url=spec.url.rstrip("/"))
-        port = self.port_for()
+            return WorkerHandle(spec=spec, url=spec.url.rstrip("/"), ready=True)
+        port = spec.port or self.port_for()
+        url = f"http://127.0.0.1:{port}"
+        plan, refusal = self._plan(spec)
+        launched = dataclasses.replace(spec, args=plan.args) if plan else spec
         if spec.emulate is not None:
-            argv, cwd = emulator_argv(spec, port, self.layout), None
+            argv, cwd = emulator_argv(launched, port, self.layout), None
         else:
-            argv, cwd = comfyui_argv(spec, port, self.layout), spec.comfyui
-        process = self.spawn(
-            argv,
-            env=worker_env(spec, self.environ),
-            cwd=cwd,
-            log_path=self.layout.root / spec.name / "worker.log",
+            argv, cwd = comfyui_argv(launched, port, self.layout), spec.comfyui
+        output = LogCapture(
+            self.layout.root / spec.name / "worker.log",
+            max_bytes=self.settings.log_max_bytes,
+            backups=self.settings.log_backups,
         )
-        process.start()
-        return WorkerHandle(spec=spec, url=f"http://127.0.0.1:{port}", process=process)
+        env = worker_env(spec, self.environ)
+        process = self.spawn(argv, env=env, cwd=cwd, output=output)
+        handle = WorkerHandle(spec=spec, url=url, process=process)
+        worker = ManagedWorker(
+            handle, process, client=ComfyClient(url), output=output, plan=plan,
+            preload=spec.preload, clock=self.clock,
+        )  # fmt: skip
+        if refusal is not None:
+            worker.fail(refusal)
+        self.workers[spec.name] = worker
+        return handle
 
-    async def _wait(self, handle: WorkerHandle, timeout_s: float) -> None:
+    def _plan(self, spec: WorkerSpec) -> tuple[LaunchPlan | None, str | None]:
         try:
-            if handle.process is not None:
-                url = handle.url + READY_PATH
-                took_s = await asyncio.to_thread(handle.process.wait_ready, url, timeout_s)
-                log.info("worker %s ready in %.2fs at %s", handle.name, took_s, handle.url)
-            handle.ready = True
-        except ProcessStartError as exc:
-            handle.error = str(exc)
-            log.error("worker %s failed to start: %s", handle.name, exc)
+            return plan_launch(spec.args, self.vram_of(spec)), None
+        except FlagError as exc:
+            return None, f"launch args refused: {exc}"

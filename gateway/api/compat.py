@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -10,8 +12,10 @@ from fastapi.responses import JSONResponse
 
 from gateway.context import Ctx, get_context, read_body, require_token
 from gateway.errors import BadRequest
+from gateway.links import WorkerLink
 from gateway.models import JobState
 from gateway.schemas import parse_id_list, parse_json
+from workers.client import WorkerError
 
 router = APIRouter()
 JSON = "application/json"
@@ -107,6 +111,25 @@ async def post_interrupt(request: Request, ctx: Ctx) -> Response:
     if client_id:
         await ctx.farm.interrupt_client(str(client_id))
     return Response(status_code=200)
+
+
+@router.post("/free")
+async def post_free(request: Request, ctx: Ctx) -> Response:
+    """Every worker frees what it is asked to (ComfyUI's /free acts on its one instance)."""
+    data = await _json_body(request)
+    data = data if isinstance(data, dict) else {}
+    unload_models = bool(data.get("unload_models"))
+    free_memory = bool(data.get("free_memory"))
+    links = ctx.farm.links.ready()
+    await asyncio.gather(*(_free(link, unload_models, free_memory) for link in links))
+    return Response(status_code=200)
+
+
+async def _free(link: WorkerLink, unload_models: bool, free_memory: bool) -> None:
+    with contextlib.suppress(WorkerError):
+        await link.client.free(unload_models=unload_models, free_memory=free_memory)
+    if unload_models or free_memory:
+        link.resident = ()  # ComfyUI unloads every model on either flag
 
 
 async def _json_body(request: Request) -> Any:

@@ -1,12 +1,13 @@
-"""The gateway's own routes: workers, jobs, health."""
+"""The gateway's own routes: workers (and the operator's verbs on them), jobs, health."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from gateway.context import Ctx
-from gateway.errors import NotFound
+from gateway.context import Context, Ctx, require_token
+from gateway.errors import Conflict, NotFound
+from gateway.links import WorkerLink
 
 router = APIRouter()
 
@@ -15,6 +16,63 @@ router = APIRouter()
 async def workers(ctx: Ctx) -> Response:
     """Every worker of the farm (all nodes), as its owner last reported it."""
     return JSONResponse({"workers": await ctx.farm.registry()})
+
+
+@router.get("/gateway/workers/{name}")
+async def worker(name: str, ctx: Ctx) -> Response:
+    """One worker; for a worker of this node, fresh, with the last lines of its log."""
+    link = ctx.farm.link(name)
+    if link is None:
+        for record in await ctx.farm.registry():
+            if record["name"] == name:
+                return JSONResponse(record)
+        raise NotFound(f"no worker {name}", kind="not_found")
+    body = ctx.farm.describe(link, ctx.store.now_ms())
+    supervisor = ctx.farm.supervisor
+    body["log_tail"] = supervisor.log_tail(name) if supervisor is not None else []
+    return JSONResponse(body)
+
+
+@router.post("/gateway/workers/{name}/restart")
+async def restart_worker(name: str, request: Request, ctx: Ctx) -> Response:
+    """Restart its process now; the jobs it held go back to the queue (not as failures)."""
+    link = _managed(ctx, request, name, "restarting a worker")
+    assert ctx.farm.supervisor is not None
+    await ctx.farm.supervisor.restart(link.name, "restart asked by an operator", failure=False)
+    return JSONResponse({"worker": name, "restarting": True})
+
+
+@router.post("/gateway/workers/{name}/drain")
+async def drain_worker(name: str, request: Request, ctx: Ctx) -> Response:
+    """Give it no new jobs; what it runs finishes, what waits on it goes back to the queue."""
+    link = _link(ctx, request, name, "draining a worker")
+    await ctx.farm.supervision.drain_worker(link)
+    return JSONResponse({"worker": name, "draining": True, "held": len(link.held)})
+
+
+@router.post("/gateway/workers/{name}/resume")
+async def resume_worker(name: str, request: Request, ctx: Ctx) -> Response:
+    """End a drain; start a worker that failed or stopped again, with a clean history."""
+    link = _link(ctx, request, name, "resuming a worker")
+    ctx.farm.supervision.resume_worker(link)
+    supervisor = ctx.farm.supervisor
+    started = supervisor.resume(name) if supervisor and link.handle.managed else False
+    return JSONResponse({"worker": name, "draining": False, "started": started})
+
+
+def _link(ctx: Context, request: Request, name: str, what: str) -> WorkerLink:
+    require_token(ctx, request, what)
+    link = ctx.farm.link(name)
+    if link is None:
+        raise NotFound(f"no worker {name} on this gateway node", kind="not_found")
+    return link
+
+
+def _managed(ctx: Context, request: Request, name: str, what: str) -> WorkerLink:
+    link = _link(ctx, request, name, what)
+    if ctx.farm.supervisor is None or not link.handle.managed:
+        raise Conflict(f"worker {name} is not started by this gateway", kind="not_managed")
+    return link
 
 
 @router.get("/gateway/jobs/{job_id}")
@@ -59,7 +117,9 @@ async def readyz(ctx: Ctx) -> Response:
         await ctx.store.redis.ping()
     except Exception as exc:
         problems.append(f"redis unreachable: {exc}")
-    if not ctx.farm.links.ready():
+    if ctx.farm.draining:
+        problems.append("draining: this gateway is shutting down")
+    elif not ctx.farm.links.accepting():
         problems.append("no worker ready")
     status = 503 if problems else 200
     return JSONResponse({"ready": not problems, "problems": problems}, status_code=status)

@@ -8,17 +8,19 @@ worker is seen by all.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.types import Message
 
 from gateway.context import Context, Ctx, read_body
-from gateway.errors import BadRequest, Forbidden, NotFound, Unavailable
+from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
 from gateway.history import NAMESPACED_TYPES, namespace_output, split_namespace
 from gateway.links import WorkerLink
 from workers.client import WorkerError
@@ -28,10 +30,22 @@ router = APIRouter()
 SAFE_HEADERS = (
     "content-type",
     "content-length",
+    "content-encoding",
     "content-disposition",
+    "content-range",
+    "accept-ranges",
     "etag",
     "last-modified",
     "cache-control",
+)
+# What a client may ask of /view beyond the file: validators and byte ranges.
+CONDITIONAL_HEADERS = (
+    "range",
+    "if-range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
 )
 FILE_TYPES = ("output", "input", "temp")
 
@@ -56,7 +70,8 @@ def _checked_view_params(query: dict[str, str]) -> tuple[str, str, str]:
     return filename, kind, subfolder
 
 
-def _route(ctx: Context, kind: str, subfolder: str) -> tuple[WorkerLink, str]:
+async def _route(ctx: Context, filename: str, kind: str, subfolder: str) -> tuple[WorkerLink, str]:
+    """The worker that holds the file, and the subfolder to ask it for."""
     if kind not in NAMESPACED_TYPES:
         link = ctx.farm.any_ready()
         if link is None:
@@ -64,24 +79,57 @@ def _route(ctx: Context, kind: str, subfolder: str) -> tuple[WorkerLink, str]:
         return link, subfolder
     worker, rest = split_namespace(subfolder)
     link = ctx.farm.link(worker)
-    if link is None:
-        raise NotFound(f"no worker {worker!r} holds {kind} files here", kind="not_found")
-    return link, rest
+    if link is not None:
+        return link, rest
+    # No worker named: a client that built the address itself. Find the one worker with it.
+    return await _search(
+        ctx, {"filename": filename, "type": kind, "subfolder": subfolder}
+    ), subfolder
+
+
+async def _search(ctx: Context, params: Mapping[str, str]) -> WorkerLink:
+    links = ctx.farm.links.ready()
+    found = await asyncio.gather(*(_holds(link, params) for link in links))
+    holders = [link for link, holds in zip(links, found, strict=True) if holds]
+    if not holders:
+        raise NotFound(
+            f"no worker holds {params['type']} file {params['filename']}", kind="not_found"
+        )
+    if len(holders) > 1:
+        names = ", ".join(link.name for link in holders)
+        raise Conflict(
+            f"{params['filename']} exists on several workers ({names}); name one as the first "
+            "part of subfolder, as history and the executed event do",
+            kind="ambiguous_file",
+        )
+    return holders[0]
+
+
+async def _holds(link: WorkerLink, params: Mapping[str, str]) -> bool:
+    try:
+        async with link.client.view(params) as response:
+            return response.status_code == 200
+    except WorkerError:
+        return False
 
 
 @router.get("/view")
 async def view(request: Request, ctx: Ctx) -> Response:
-    filename, kind, subfolder = _checked_view_params(dict(request.query_params))
-    link, upstream_subfolder = _route(ctx, kind, subfolder)
+    try:
+        filename, kind, subfolder = _checked_view_params(dict(request.query_params))
+        link, upstream_subfolder = await _route(ctx, filename, kind, subfolder)
+    except (BadRequest, Forbidden, NotFound) as exc:
+        return Response(status_code=exc.status)  # ComfyUI refuses with a bare status
     params = {
         **request.query_params,
         "filename": filename,
         "type": kind,
         "subfolder": upstream_subfolder,
     }
+    asked = {k: v for k, v in request.headers.items() if k.lower() in CONDITIONAL_HEADERS}
     stack = AsyncExitStack()
     try:
-        upstream = await stack.enter_async_context(link.client.view(params))
+        upstream = await stack.enter_async_context(link.client.view(params, asked))
     except WorkerError as exc:
         await stack.aclose()
         raise Unavailable(
@@ -95,7 +143,7 @@ async def view(request: Request, ctx: Ctx) -> Response:
 
 async def _stream(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncIterator[bytes]:
     async with stack:
-        async for chunk in upstream.aiter_bytes():
+        async for chunk in upstream.aiter_raw():
             yield chunk
 
 
@@ -114,12 +162,23 @@ async def upload_mask(request: Request, ctx: Ctx) -> Response:
     body = await read_body(request, ctx.settings.max_body_bytes)
     content_type = request.headers.get("content-type", "")
     link = _upload_target(ctx)
-    async with request.form() as form:
+    async with _form(request, body) as form:
         ref = _original_ref(form.get("original_ref"))
-        if ref.get("type", "output") in NAMESPACED_TYPES:
-            link, rest = _route(ctx, str(ref.get("type", "output")), str(ref.get("subfolder", "")))
+        kind = str(ref.get("type", "output"))
+        if kind in NAMESPACED_TYPES:
+            filename, subfolder = str(ref["filename"]), str(ref.get("subfolder", ""))
+            link, rest = await _route(ctx, filename, kind, subfolder)
             body, content_type = await _rebuilt(form, {**ref, "subfolder": rest})
     return await _forward_upload(link, "/upload/mask", body, content_type)
+
+
+def _form(request: Request, body: bytes) -> Any:
+    """The multipart form of a body already read (the request's own stream is spent)."""
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return Request(request.scope, receive).form()
 
 
 def _upload_target(ctx: Context) -> WorkerLink:

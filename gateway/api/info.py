@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from gateway.context import Context, Ctx
-from gateway.errors import NotFound, Unavailable
+from gateway.errors import Unavailable
 from gateway.links import WorkerLink
 from workers.client import WorkerError, WorkerRejected
 
@@ -51,7 +51,7 @@ async def models(ctx: Ctx) -> Response:
 async def models_folder(folder: str, ctx: Ctx) -> Response:
     answers = await _ask_all(ctx, f"/models/{folder}")
     if not answers:
-        raise NotFound(f"unknown model folder {folder!r}", kind="not_found")
+        return Response(status_code=404)  # ComfyUI: a bare 404 for an unknown folder
     return JSONResponse(sorted(_union(body for _, body in answers)))
 
 

@@ -53,6 +53,9 @@ class WorkerView:
     """Seconds per job outside the sampler (encode, decode, save) by model family, learned."""
     queued: tuple[frozenset[str], ...] = ()
     """Model keys of each job assigned to it that has not started yet (prefetched), in order."""
+    vram_free_mib: float | None = None
+    vram_total_mib: float | None = None
+    """Its card's memory (the smallest card of its slot) from NVML; None when unknown."""
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,24 @@ async def test_interrupt_naming_another_prompt_leaves_the_running_one_going(
         finally:
             await slow_http.post("/interrupt", json={"prompt_id": prompt_id})
             await socket.until_done(prompt_id, timeout_s=30)
+
+
+async def test_interrupt_without_prompt_id_stops_the_running_prompt(
+    slow_server: Server, slow_http: httpx.AsyncClient, checkpoints: list[str], prefix: str
+) -> None:
+    client_id = api.unique("bare")
+    async with open_socket(slow_server, client_id) as socket:
+        await socket.recv(10)
+        prompt = slow_server.long_prompt(checkpoints[0], prefix, seed=api.fresh_seed())
+        prompt_id = (await api.submit(slow_http, prompt, client_id=client_id))["prompt_id"]
+        step = await next_step(socket)
+        if slow_server.gateway:
+            # By design a gateway never stops everything: a bare interrupt stops only the
+            # prompts of the client it names (body `client_id` or `?clientId=`), here none.
+            assert (await slow_http.post("/interrupt", json={})).status_code == 200
+            assert (await next_step(socket)) > step
+        # ComfyUI ignores `client_id` here and stops whatever runs.
+        response = await slow_http.post("/interrupt", json={"client_id": client_id})
+        assert (response.status_code, response.content) == (200, b"")
+        tail = await socket.until_done(prompt_id, timeout_s=30)
+    assert events.of_type(tail, "execution_interrupted")[0]["prompt_id"] == prompt_id

@@ -13,6 +13,7 @@ import pytest
 
 from tests.contract import api, graphs
 from tests.contract.graphs import LATENT, LOADER, SAMPLER, SAVE, Prompt
+from tests.contract.servers import Server
 
 FAILED = {
     "type": "prompt_outputs_failed_validation",
@@ -278,10 +279,17 @@ async def test_several_faulty_nodes_are_all_reported(
     assert body["node_errors"][SAMPLER]["errors"][0]["type"] == "value_smaller_than_min"
 
 
-async def test_a_body_that_is_not_json_is_a_500(http: httpx.AsyncClient) -> None:
+async def test_a_body_that_is_not_json_is_a_500(server: Server, http: httpx.AsyncClient) -> None:
     response = await http.post(
         "/prompt", content=b"{not json", headers={"content-type": "application/json"}
     )
+    if server.gateway:
+        # By design: a malformed body is the client's fault, and a gateway says so.
+        assert response.status_code == 400
+        body = response.json()
+        assert body["error"]["type"] == "invalid_json"
+        assert body["node_errors"] == {}
+        return
     assert response.status_code == 500
     assert response.headers["content-type"].startswith("text/plain")
     assert response.text == "500 Internal Server Error\n\nServer got itself in trouble"

@@ -28,10 +28,14 @@ class ComfyStyleClient:
     def __post_init__(self) -> None:
         self.http = httpx.AsyncClient(base_url=self.base_url, timeout=30)
 
-    async def open(self) -> None:
+    async def open(self, timeout_s: float = 10) -> None:
         url = self.base_url.replace("http", "ws", 1) + f"/ws?clientId={self.client_id}"
-        self.socket = await connect(url, max_size=None)
-        first = json.loads(await self.socket.recv())
+        self.socket = await connect(url, max_size=None, open_timeout=timeout_s)
+        try:
+            async with asyncio.timeout(timeout_s):
+                first = json.loads(await self.socket.recv())
+        except TimeoutError:
+            raise AssertionError(f"no status frame on /ws within {timeout_s}s") from None
         assert first["type"] == "status"
         assert first["data"]["sid"] == self.client_id
         self._reader = asyncio.create_task(self._read())
@@ -61,11 +65,23 @@ class ComfyStyleClient:
 
     async def wait(self, prompt_id: str, timeout_s: float = 30) -> dict[str, Any]:
         """Wait for `executing null`, then read the history entry (it must be there)."""
-        await asyncio.wait_for(self.done.setdefault(prompt_id, asyncio.Event()).wait(), timeout_s)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.done.setdefault(prompt_id, asyncio.Event()).wait()
+        except TimeoutError:
+            seen = self.events_of(prompt_id)
+            raise AssertionError(
+                f"no 'executing null' for {prompt_id} within {timeout_s}s; its events: {seen}"
+            ) from None
         history = (await self.http.get(f"/history/{prompt_id}")).json()
         assert prompt_id in history, f"no history for {prompt_id} after executing null"
         entry: dict[str, Any] = history[prompt_id]
         return entry
+
+    async def job(self, prompt_id: str) -> dict[str, Any]:
+        """The gateway's record of a job: its worker, attempts, timestamps."""
+        job: dict[str, Any] = (await self.http.get(f"/gateway/jobs/{prompt_id}")).json()
+        return job
 
     def events_of(self, prompt_id: str) -> list[str]:
         return [
@@ -85,5 +101,6 @@ class ComfyStyleClient:
         if self.socket is not None:
             await self.socket.close()
         if self._reader is not None:
-            await self._reader
+            async with asyncio.timeout(15):  # the socket's close handshake waits 10s at most
+                await self._reader
         await self.http.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import io
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +24,8 @@ from workers.supervisor import FarmLayout, WorkerHandle, WorkerSpec, emulator_ar
 TRANSCRIPT = Path(__file__).parents[1] / "contract" / "ws_transcript.json"
 CHECKPOINTS = ("sd15_a.safetensors", "sd15_b.safetensors", "sdxl_c.safetensors")
 TIME_SCALE = 0.01
+GATEWAY_START_S = 30.0
+GATEWAY_STOP_S = 30.0
 
 
 def start_emulators(layout: FarmLayout, names: list[str], **spec: Any) -> list[WorkerHandle]:
@@ -97,20 +100,53 @@ async def running_gateway(
     app = create_app(settings, handles, input_dir=input_dir, node="test")
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", access_log=False
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=GATEWAY_STOP_S / 2,
     )
     server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("gateway did not start")
-        await asyncio.sleep(0.02)
+    task = asyncio.create_task(server.serve(), name="gateway")
+    await _until_started(server, task)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        await task
+        await _until_stopped(task)
+
+
+async def _until_started(server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    deadline_s = asyncio.get_running_loop().time() + GATEWAY_START_S
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("gateway did not start")
+        if asyncio.get_running_loop().time() > deadline_s:
+            task.cancel()
+            pytest.fail(f"the gateway did not start within {GATEWAY_START_S}s")
+        await asyncio.sleep(0.02)
+
+
+async def _until_stopped(task: asyncio.Task[None]) -> None:
+    """A gateway that does not stop fails the test with the stacks of what still runs."""
+    done, _ = await asyncio.wait({task}, timeout=GATEWAY_STOP_S)
+    if not done:
+        pytest.fail(
+            f"the gateway did not stop within {GATEWAY_STOP_S}s; still running:\n{task_stacks()}"
+        )
+    task.result()
+
+
+def task_stacks() -> str:
+    """Where every other task of this event loop waits."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task():
+            task.print_stack(limit=12, file=out)
+    return out.getvalue()
 
 
 def txt2img(

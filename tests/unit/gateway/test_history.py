@@ -45,19 +45,18 @@ def test_output_files_get_the_worker_as_first_subfolder_part() -> None:
     assert split_namespace("sim0") == ("sim0", "")
 
 
-def test_gateway_entry_shows_the_clients_number_and_extra_data_and_a_gateway_block() -> None:
+def test_gateway_entry_shows_the_clients_number_and_extra_data_and_nothing_more() -> None:
     worker_entry = {
         "prompt": [3, "j1", {"9": {}}, {"client_id": "relay-sid"}, ["9"]],
         "outputs": {"9": {"images": [{"filename": "a.png", "subfolder": "", "type": "output"}]}},
         "status": {"status_str": "success", "completed": True, "messages": []},
         "meta": {},
     }
-    entry = gateway_entry(worker_entry, record(), "sim0", "g", 99)
+    entry = gateway_entry(worker_entry, record(), "sim0")
     assert entry["prompt"][0] == 7
     assert entry["prompt"][3] == {"client_id": "c1"}
     assert entry["outputs"]["9"]["images"][0]["subfolder"] == "sim0"
-    assert entry["gateway"]["worker"] == "sim0"
-    assert entry["gateway"]["attempts"] == 2
+    assert set(entry) == {"prompt", "outputs", "status", "meta"}
     assert entry_state(entry) is JobState.SUCCESS
 
 

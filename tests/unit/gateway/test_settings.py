@@ -68,3 +68,39 @@ def test_bad_worker_names_and_duplicates_are_refused() -> None:
         Settings(workers=[{"name": "../x"}])
     with pytest.raises(ValueError, match="duplicate"):
         Settings(workers=[{"name": "a"}, {"name": "a"}])
+
+
+def test_exclusive_comfyui_flags_in_one_workers_args_are_refused_at_start() -> None:
+    with pytest.raises(ValueError, match=r"worker gpu0: .*--lowvram.*--highvram"):
+        Settings(workers=[{"name": "gpu0", "gpu": 0, "args": ["--lowvram", "--highvram"]}])
+    with pytest.raises(ValueError, match="the gateway sets this"):
+        Settings(workers=[{"name": "gpu0", "gpu": 0, "args": ["--port", "1"]}])
+    emulated = {"name": "s", "emulate": "h200", "args": ["--startup-s", "3", "--fp16-vae"]}
+    assert Settings(workers=[emulated]).workers[0].args == ("--startup-s", "3", "--fp16-vae")
+
+
+def test_a_slot_may_hold_several_gpus(tmp_path: Path) -> None:
+    farm = resolve_workers(Settings(comfyui=tmp_path, gpus="0+1,2"), visible_gpus=())
+    assert [(w.name, w.gpu) for w in farm] == [("gpu0_1", "0,1"), ("gpu2", 2)]
+    assert Settings(workers=[{"name": "w", "gpu": "3+4"}]).workers[0].gpu == "3,4"
+    with pytest.raises(ValueError, match="twice"):
+        Settings(gpus="1+1")
+
+
+def test_preload_is_per_worker_with_a_farm_default(tmp_path: Path) -> None:
+    settings = Settings(
+        preload="a.safetensors,b.safetensors",
+        workers=[{"name": "x", "emulate": "h200"}, {"name": "y", "gpu": 0, "preload": []}],
+    )
+    farm = resolve_workers(settings, visible_gpus=())
+    assert [w.preload for w in farm] == [("a.safetensors", "b.safetensors"), ()]
+
+
+def test_restart_settings_are_checked_and_reach_the_supervisor(tmp_path: Path) -> None:
+    config = tmp_path / "farm.toml"
+    config.write_text("[restart]\nbackoff_initial_s = 0.5\nflap_exits = 4\n")
+    supervision = load_settings(["--config", str(config)]).supervision()
+    assert supervision.restart.backoff_initial_s == 0.5
+    assert supervision.restart.flap_exits == 4
+    with pytest.raises(ValueError, match="backoff_factor"):
+        Settings(restart={"backoff_factor": 0.5})

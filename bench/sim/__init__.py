@@ -1,0 +1,1 @@
+"""The scheduler simulator: real placement policies against the emulator's cost model."""

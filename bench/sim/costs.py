@@ -1,0 +1,61 @@
+"""What each simulated card costs, straight from the emulator's cost model (`job_phases`), and
+the speed estimates the policies are given.
+
+Policies see per-family speeds fitted by weighted least squares (run = fixed + work / speed) to
+the true warm times of the trace's job shapes: what an online learner of the same form
+converges to. They do not see per-job true times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.sim.farm import WorkerSpec
+from workers.emulator.costmodel import CostModel, JobShape, LoadTier, job_phases
+from workers.emulator.flags import CacheMode, LaunchFlags
+from workers.emulator.profiles import load_profile
+
+
+@dataclass
+class Card:
+    """One simulated instance's cost model with memoised warm times."""
+
+    spec: WorkerSpec
+    model: CostModel
+    speed: dict[str, float] = field(default_factory=dict)
+    fixed_s: dict[str, float] = field(default_factory=dict)
+    _warm: dict[JobShape, float] = field(default_factory=dict)
+
+    @property
+    def cache_slots(self) -> int:
+        flags = self.model.flags
+        return flags.cache_lru_size if flags.cache_mode is CacheMode.LRU else 1
+
+    def warm_s(self, shape: JobShape) -> float:
+        key = JobShape("", shape.family, shape.steps, shape.width, shape.height, shape.batch)
+        seconds = self._warm.get(key)
+        if seconds is None:
+            phases = job_phases(self.model, key, load_tier=None, first_job=False)
+            seconds = self._warm[key] = phases.total_s
+        return seconds
+
+    def load_s(self, family: str, tier: LoadTier) -> float:
+        return self.model.load_s(family, tier)
+
+
+def make_card(spec: WorkerSpec, shapes: Sequence[tuple[JobShape, float]]) -> Card:
+    model = CostModel(load_profile(spec.profile), LaunchFlags.parse(spec.flags))
+    card = Card(spec, model)
+    for family in {shape.family for shape, _ in shapes}:
+        rows = [(s, p) for s, p in shapes if s.family == family]
+        work = np.array([s.steps * s.megapixels * s.batch for s, _ in rows])
+        secs = np.array([card.warm_s(s) for s, _ in rows])
+        weights = np.sqrt(np.array([p for _, p in rows]))
+        design = np.column_stack([np.ones_like(work), work]) * weights[:, None]
+        (fixed, per_unit), *_ = np.linalg.lstsq(design, secs * weights, rcond=None)
+        card.fixed_s[family] = max(float(fixed), 0.0)
+        card.speed[family] = 1.0 / max(float(per_unit), 1e-6)
+    return card

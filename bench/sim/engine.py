@@ -1,0 +1,338 @@
+"""The discrete-event simulator: the real policy code against the emulator's cost model.
+
+Each worker is one ComfyUI instance: a local FIFO (the jobs the policy gave it), one running
+job, and the emulator's `Residency` deciding, per job, whether and from where its checkpoint
+loads; `job_phases` gives the seconds. Whenever something changes (an arrival, a finish, or a
+tick every `tick_s` while jobs wait and a worker has room), the simulator builds a `Snapshot`
+as the gateway's dispatcher would and applies the policy's assignments, checking the policy's
+contract (free slots, eligibility, no job twice).
+
+Late-binding policies get `slots` per worker (one running plus one prefetched, as the gateway);
+the early-binding baselines get an unlimited local queue, as a proxy that forwards each job to a
+ComfyUI queue on arrival.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bench.sim.costs import Card
+from bench.sim.trace import SimJob
+from gateway.scheduler import demand
+from gateway.scheduler import speed as learned
+from gateway.scheduler.cost import load_s as expected_load_s
+from gateway.scheduler.cost import models_of, run_s, touch
+from gateway.scheduler.policy import Policy
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
+from workers.emulator.costmodel import JobShape, LoadTier, job_phases
+from workers.emulator.residency import Residency
+
+EARLY_BINDING = frozenset({"round_robin", "random", "least_outstanding", "ect_greedy", "sticky"})
+UNLIMITED = 1_000_000
+
+
+class ContractError(AssertionError):
+    """The policy broke the Policy contract."""
+
+
+class StallError(RuntimeError):
+    """Jobs wait, workers are free, and the policy has placed nothing for `stall_s`."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    slots: int = 2
+    """Free slots per worker for late-binding policies (running + prefetched)."""
+    tick_s: float = 0.25
+    dispatch_s: float = 0.02
+    """Gap before a job sent to an idle worker starts (HTTP + bookkeeping); prefetch hides it."""
+    snapshot_cap: int = 512
+    """At most this many waiting jobs (the oldest) are shown to the policy."""
+    abort_backlog: int = 2000
+    """Stop (and call the run diverged) when this many jobs are unfinished."""
+    demand_half_life_s: float = 60.0
+    stall_s: float = 600.0
+    learned_speeds: bool = False
+    """Give policies speeds learned online (`gateway.scheduler.speed`, seeded by one warm-up
+    job per family) instead of the least-squares fit to the true costs."""
+
+
+@dataclass
+class JobRecord:
+    job: SimJob
+    worker: str = ""
+    start_s: float = float("nan")
+    end_s: float = float("nan")
+    load_s: float = 0.0
+    run_s: float = 0.0
+    loaded: bool = False
+
+
+@dataclass
+class WorkerState:
+    card: Card
+    residency: Residency
+    queue: deque[tuple[JobView, float]] = field(default_factory=deque)
+    running: JobView | None = None
+    end_s: float = 0.0
+    idle_since_s: float | None = 0.0
+    last_checkpoint: str | None = None
+    run_total_s: float = 0.0
+    load_total_s: float = 0.0
+    loads: int = 0
+    speed: dict[str, float] = field(default_factory=dict)
+    fixed_s: dict[str, float] = field(default_factory=dict)
+    book: dict[str, learned.SpeedEstimate] = field(default_factory=dict)
+    _load_view: dict[str, float] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.card.spec.name
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.queue) + (self.running is not None)
+
+
+@dataclass
+class RunResult:
+    records: list[JobRecord]
+    workers: list[WorkerState]
+    diverged: bool
+    end_s: float
+    calls: int
+
+
+class Simulator:
+    def __init__(
+        self,
+        policy: Policy,
+        cards: Sequence[Card],
+        catalogue: dict[str, str],
+        initial: dict[str, str],
+        config: SimConfig,
+        slots: int,
+    ) -> None:
+        self.policy = policy
+        self.config = config
+        self.slots = slots
+        self.catalogue = catalogue  # checkpoint -> family
+        self.workers = {
+            card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config)
+            for card in cards
+        }
+        self.waiting: dict[str, JobView] = {}
+        self.records: dict[str, JobRecord] = {}
+        self.events: list[tuple[float, int, str, str]] = []
+        self.seq = itertools.count()
+        self.meter = demand.DemandMeter(config.demand_half_life_s)
+        self.unfinished = 0
+        self.tick_at: float | None = None
+        self.calls = 0
+
+    # --- events -------------------------------------------------------------------------
+    def push(self, at_s: float, kind: str, what: str) -> None:
+        heapq.heappush(self.events, (at_s, next(self.seq), kind, what))
+
+    def run(self, jobs: Sequence[SimJob]) -> RunResult:
+        by_id = {job.job_id: job for job in jobs}
+        for job in jobs:
+            self.records[job.job_id] = JobRecord(job)
+            self.push(job.arrival_s, "arrive", job.job_id)
+        now = 0.0
+        diverged = False
+        progress_s = 0.0
+        while self.events:
+            now = self.events[0][0]
+            while self.events and self.events[0][0] == now:
+                _, _, kind, what = heapq.heappop(self.events)
+                self.handle(now, kind, what, by_id)
+                progress_s = now if kind != "tick" else progress_s
+            self.dispatch(now)
+            if now - progress_s > self.config.stall_s:
+                raise StallError(f"nothing placed for {self.config.stall_s} s at t={now:.1f}")
+            if self.unfinished > self.config.abort_backlog:
+                diverged = True
+                break
+        return RunResult(
+            list(self.records.values()), list(self.workers.values()), diverged, now, self.calls
+        )
+
+    def handle(self, now: float, kind: str, what: str, by_id: dict[str, SimJob]) -> None:
+        if kind == "arrive":
+            job = by_id[what]
+            view = job_view(job)
+            self.waiting[job.job_id] = view
+            self.unfinished += 1
+            self.meter = demand.observe(self.meter, models_of(view), now)
+        elif kind == "finish":
+            self.finish(now, self.workers[what])
+        elif kind == "tick":
+            self.tick_at = None
+
+    # --- the policy -----------------------------------------------------------------------
+    def dispatch(self, now: float) -> None:
+        if not self.waiting or not any(self.free(w) for w in self.workers.values()):
+            return
+        snapshot = self.snapshot(now)
+        self.calls += 1
+        assignments = self.policy.assign(snapshot)
+        self.check(assignments, snapshot)
+        for assignment in assignments:
+            worker = self.workers[assignment.worker]
+            view = self.waiting.pop(assignment.job_id)
+            worker.queue.append((view, self.expected_s(worker, view)))
+            if worker.running is None:
+                self.start(now + self.config.dispatch_s, worker)
+        if self.waiting and any(self.free(w) for w in self.workers.values()):
+            at = now + self.config.tick_s
+            if self.tick_at is None or self.tick_at > at:
+                self.tick_at = at
+                self.push(at, "tick", "")
+
+    def free(self, worker: WorkerState) -> int:
+        return max(self.slots - worker.outstanding, 0)
+
+    def snapshot(self, now: float) -> Snapshot:
+        jobs = tuple(itertools.islice(self.waiting.values(), self.config.snapshot_cap))
+        workers = tuple(self.worker_view(w, now) for w in self.workers.values())
+        return Snapshot(now, jobs, workers, demand.rates_at(self.meter, now))
+
+    def check(self, assignments: Sequence[Assignment], snapshot: Snapshot) -> None:
+        shown = {job.job_id: job for job in snapshot.jobs}
+        views = {w.name: w for w in snapshot.workers}
+        given: dict[str, int] = {}
+        seen: set[str] = set()
+        for a in assignments:
+            if a.job_id in seen or a.job_id not in shown:
+                raise ContractError(f"job {a.job_id} assigned twice or not waiting")
+            seen.add(a.job_id)
+            job = shown[a.job_id]
+            if job.eligible is not None and a.worker not in job.eligible:
+                raise ContractError(f"job {a.job_id} sent to ineligible {a.worker}")
+            given[a.worker] = given.get(a.worker, 0) + 1
+            if given[a.worker] > views[a.worker].free_slots:
+                raise ContractError(f"{a.worker} given more than its free slots")
+
+    # --- workers --------------------------------------------------------------------------
+    def worker_view(self, worker: WorkerState, now: float) -> WorkerView:
+        remaining = max(worker.end_s - now, 0.0) if worker.running is not None else 0.0
+        return WorkerView(
+            name=worker.name,
+            free_slots=self.free(worker),
+            outstanding=worker.outstanding,
+            outstanding_s=remaining + sum(cost for _, cost in worker.queue),
+            resident=worker.residency.resident(),
+            last_checkpoint=worker.last_checkpoint,
+            speed=worker.speed,
+            load_s=self.load_view(worker),
+            idle_since_s=worker.idle_since_s,
+            cache_slots=worker.card.cache_slots,
+            fixed_s=worker.fixed_s,
+            queued=tuple(models_of(view) for view, _ in worker.queue),
+        )
+
+    def load_view(self, worker: WorkerState) -> dict[str, float]:
+        """Expected load seconds per checkpoint from where it would come now (a resident one:
+        what reloading it from the page cache would cost)."""
+        if worker._load_view is None:
+            view = {}
+            for checkpoint, family in self.catalogue.items():
+                tier = worker.residency.peek(checkpoint) or LoadTier.PAGE_CACHE
+                view[checkpoint] = worker.card.load_s(family, tier)
+            worker._load_view = view
+        return worker._load_view
+
+    def expected_s(self, worker: WorkerState, view: JobView) -> float:
+        """The estimate the gateway would hold for a job it queues on the worker."""
+        resident = worker.residency.resident()
+        if worker.running is not None:
+            resident = touch(resident, models_of(worker.running), worker.card.cache_slots)
+        for queued, _ in worker.queue:
+            resident = touch(resident, models_of(queued), worker.card.cache_slots)
+        probe = WorkerView(
+            name=worker.name,
+            speed=worker.speed,
+            fixed_s=worker.fixed_s,
+            load_s=self.load_view(worker),
+        )
+        return expected_load_s(view, probe, resident) + run_s(view, probe)
+
+    def start(self, at_s: float, worker: WorkerState) -> None:
+        view, _ = worker.queue.popleft()
+        record = self.records[view.job_id]
+        shape = record.job.shape
+        tier = worker.residency.touch(shape.checkpoint, shape.family)
+        worker._load_view = None
+        phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=False)
+        load = worker.card.load_s(shape.family, tier) if tier is not None else 0.0
+        record.worker, record.start_s = worker.name, at_s
+        record.load_s, record.run_s, record.loaded = load, phases.total_s - load, tier is not None
+        record.end_s = at_s + phases.total_s
+        worker.running, worker.end_s, worker.idle_since_s = view, record.end_s, None
+        worker.last_checkpoint = shape.checkpoint
+        worker.run_total_s += record.run_s
+        worker.load_total_s += load
+        worker.loads += tier is not None
+        self.push(record.end_s, "finish", worker.name)
+
+    def finish(self, now: float, worker: WorkerState) -> None:
+        if self.config.learned_speeds and worker.running is not None:
+            learn(worker, self.records[worker.running.job_id])
+        worker.running = None
+        self.unfinished -= 1
+        if worker.queue:
+            self.start(now, worker)
+        else:
+            worker.idle_since_s = now
+
+
+def job_view(job: SimJob) -> JobView:
+    shape: JobShape = job.shape
+    return JobView(
+        job_id=job.job_id,
+        enqueued_at_s=job.arrival_s,
+        model_keys=frozenset((shape.checkpoint,)),
+        checkpoint=shape.checkpoint,
+        family=shape.family,
+        work_units=job.work_units,
+    )
+
+
+WARM_UP = {"sd15": (20, 512, 512), "sdxl": (20, 1024, 1024)}
+
+
+def _worker(
+    card: Card, initial: str | None, catalogue: dict[str, str], config: SimConfig
+) -> WorkerState:
+    files = (initial,) if initial else ()
+    residency = Residency(card.model.profile, card.model.flags, files_read=files)
+    if initial:
+        residency.touch(initial, catalogue[initial])
+    if config.learned_speeds:
+        state = WorkerState(card, residency, last_checkpoint=initial)
+        for family, (steps, width, height) in WARM_UP.items():
+            shape = JobShape("", family, steps, width, height)
+            state.book[family] = learned.seed(steps * shape.megapixels, card.warm_s(shape))
+        _publish(state)
+        return state
+    fitted = dict(card.speed), dict(card.fixed_s)
+    return WorkerState(card, residency, last_checkpoint=initial, speed=fitted[0], fixed_s=fitted[1])
+
+
+def learn(worker: WorkerState, record: JobRecord) -> None:
+    """Feed a finished job's warm seconds (its load excluded) to the worker's estimates."""
+    family = record.job.shape.family
+    if family in worker.book:
+        estimate = worker.book[family]
+        worker.book[family] = learned.observe(estimate, record.job.work_units, record.run_s)
+        _publish(worker)
+
+
+def _publish(worker: WorkerState) -> None:
+    worker.speed = {family: est.speed for family, est in worker.book.items()}
+    worker.fixed_s = {family: est.fixed_s for family, est in worker.book.items()}

@@ -1,0 +1,76 @@
+"""What no gateway route takes goes to one worker, unchanged: the frontend's helper routes
+(`/users`, `/settings`, `/userdata`, `/i18n`, `/internal/*`, ...), the static web root, and
+ComfyUI's own answers to unknown paths and methods (404, 405 with `Allow`).
+
+The worker is the first ready one in configuration order, so state those routes keep (user
+settings, workflows) stays in one place while it lives. The browser's `Origin` and the
+gateway's bearer token are not forwarded: the gateway checks the origin itself (a worker
+bound to loopback would refuse the gateway's own), and the token is the gateway's secret.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
+
+from gateway.context import Ctx, read_body
+from gateway.errors import Unavailable
+from workers.client import WorkerError
+
+router = APIRouter()
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+# Hop-by-hop headers, and what the gateway keeps for itself.
+NOT_FORWARDED = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authorization",
+        "authorization",
+        "origin",
+        "content-length",
+    }
+)
+NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+
+
+@router.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
+async def forward(path: str, request: Request, ctx: Ctx) -> Response:
+    link = ctx.farm.any_ready()
+    if link is None:
+        raise Unavailable("no worker is ready", kind="not_ready")
+    body = await read_body(request, ctx.settings.max_body_bytes)
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in NOT_FORWARDED}
+    stack = AsyncExitStack()
+    try:
+        upstream = await stack.enter_async_context(
+            link.client.stream(
+                request.method,
+                request.url.path,
+                params=request.url.query,
+                headers=headers,
+                content=body or None,
+            )
+        )
+    except WorkerError as exc:
+        await stack.aclose()
+        raise Unavailable(
+            f"worker {link.name} unavailable: {exc}", kind="worker_unavailable"
+        ) from None
+    kept = {k: v for k, v in upstream.headers.items() if k.lower() not in NOT_RETURNED}
+    return StreamingResponse(_raw(upstream, stack), status_code=upstream.status_code, headers=kept)
+
+
+async def _raw(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncIterator[bytes]:
+    async with stack:
+        async for chunk in upstream.aiter_raw():
+            yield chunk

@@ -1,0 +1,133 @@
+"""How fast each instance runs each model family, learned online from finished jobs.
+
+The model is the one `cost.run_s` uses: warm seconds = fixed_s + work_units / speed, per
+instance (card + launch flags) and family. Pure: every function returns a new estimate.
+
+- Seeded by the warm-up (one or two calibration jobs), so a new instance is usable at once.
+- Weighted least squares with exponential forgetting (`half_life` jobs), so it follows slow
+  changes; with one job size only, the split between fixed and per-unit time keeps the prior's.
+- Robust to first-run outliers (compile, cache warm-up): an observation more than `clip` times
+  off the prediction counts as `clip` times off.
+- Drift detection: a two-sided CUSUM on log(observed / predicted); when it fires (a throttled
+  card, a co-tenant), the history is dropped and the estimate rescaled to the recent level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Learning:
+    half_life: float = 40.0
+    """Jobs after which an observation weighs half."""
+    clip: float = 3.0
+    prior_weight: float = 2.0
+    """How many observations the seed is worth."""
+    drift_slack: float = 0.1
+    """CUSUM slack in log units (about 10 % off is noise)."""
+    drift_limit: float = 1.5
+    """CUSUM threshold in log units."""
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    fixed_s: float
+    per_unit_s: float
+    weight: float = 0.0
+    sum_x: float = 0.0
+    sum_y: float = 0.0
+    sum_xx: float = 0.0
+    sum_xy: float = 0.0
+    cusum_up: float = 0.0
+    cusum_down: float = 0.0
+    observations: int = 0
+
+    @property
+    def speed(self) -> float:
+        """Work units per second (the `WorkerView.speed` value)."""
+        return 1.0 / self.per_unit_s if self.per_unit_s > 0 else math.inf
+
+    def predict_s(self, work_units: float) -> float:
+        return self.fixed_s + work_units * self.per_unit_s
+
+
+def seed(
+    work_units: float, seconds: float, fixed_share: float = 0.2, learning: Learning = Learning()
+) -> SpeedEstimate:
+    """An estimate from one warm-up job: `fixed_share` of its time fixed, the rest per unit."""
+    fixed = seconds * fixed_share
+    per_unit = (seconds - fixed) / max(work_units, 1e-9)
+    prior = SpeedEstimate(fixed, per_unit)
+    return _add(prior, work_units, seconds, learning.prior_weight)
+
+
+def _add(est: SpeedEstimate, x: float, y: float, w: float) -> SpeedEstimate:
+    return replace(
+        est,
+        weight=est.weight + w,
+        sum_x=est.sum_x + w * x,
+        sum_y=est.sum_y + w * y,
+        sum_xx=est.sum_xx + w * x * x,
+        sum_xy=est.sum_xy + w * x * y,
+    )
+
+
+def _decayed(est: SpeedEstimate, factor: float) -> SpeedEstimate:
+    return replace(
+        est,
+        weight=est.weight * factor,
+        sum_x=est.sum_x * factor,
+        sum_y=est.sum_y * factor,
+        sum_xx=est.sum_xx * factor,
+        sum_xy=est.sum_xy * factor,
+    )
+
+
+def _fit(est: SpeedEstimate) -> SpeedEstimate:
+    """Least squares on the sums; the prior's slope when the job sizes barely vary."""
+    if est.weight <= 0:
+        return est
+    mean_x, mean_y = est.sum_x / est.weight, est.sum_y / est.weight
+    var_x = est.sum_xx / est.weight - mean_x * mean_x
+    if var_x > 1e-6 * max(mean_x * mean_x, 1e-9):
+        slope = (est.sum_xy / est.weight - mean_x * mean_y) / var_x
+        if slope > 0:
+            return replace(est, per_unit_s=slope, fixed_s=max(mean_y - slope * mean_x, 0.0))
+    fixed = max(mean_y - est.per_unit_s * mean_x, 0.0)
+    return replace(est, fixed_s=fixed, per_unit_s=(mean_y - fixed) / max(mean_x, 1e-9))
+
+
+def _drifted(est: SpeedEstimate, log_ratio: float, learning: Learning) -> SpeedEstimate:
+    up = max(0.0, est.cusum_up + log_ratio - learning.drift_slack)
+    down = max(0.0, est.cusum_down - log_ratio - learning.drift_slack)
+    return replace(est, cusum_up=up, cusum_down=down)
+
+
+def observe(
+    est: SpeedEstimate, work_units: float, seconds: float, learning: Learning = Learning()
+) -> SpeedEstimate:
+    """The estimate after one warm job of `work_units` took `seconds` (load excluded)."""
+    predicted = max(est.predict_s(work_units), 1e-9)
+    ratio = min(max(seconds / predicted, 1.0 / learning.clip), learning.clip)
+    est = _drifted(est, math.log(ratio), learning)
+    if max(est.cusum_up, est.cusum_down) > learning.drift_limit:
+        # A new regime: keep the shape, rescale to the recent level, forget the history.
+        est = SpeedEstimate(est.fixed_s * ratio, est.per_unit_s * ratio)
+        est = _add(est, work_units, predicted * ratio, learning.prior_weight)
+    factor = 0.5 ** (1.0 / learning.half_life)
+    est = _add(_decayed(est, factor), work_units, predicted * ratio, 1.0)
+    return replace(_fit(est), observations=est.observations + 1)
+
+
+def views(
+    book: Mapping[tuple[str, str], SpeedEstimate], worker: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(`speed`, `fixed_s`) for one worker's `WorkerView`, from a book keyed by (worker, family)."""
+    mine = {family: est for (name, family), est in book.items() if name == worker}
+    return (
+        {family: est.speed for family, est in mine.items()},
+        {family: est.fixed_s for family, est in mine.items()},
+    )

@@ -1,0 +1,86 @@
+"""What `/gateway/workers` shows of a worker beyond its link: supervision and GPU telemetry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.links import WorkerLink
+from workers.lifecycle import Phase
+from workers.managed import WorkerStatus
+from workers.telemetry import GpuSample, TelemetrySnapshot
+
+
+def display_state(link: WorkerLink, status: WorkerStatus | None) -> str:
+    """One word: the supervisor's phase until the worker is ready, then the link's state."""
+    if status is not None and status.phase is not Phase.READY:
+        return status.phase.value
+    if link.draining:
+        return "draining"
+    return link.state.value
+
+
+def supervision_fields(status: WorkerStatus | None) -> dict[str, Any]:
+    if status is None:
+        return {"supervised": False}
+    return {
+        "supervised": True,
+        "phase": status.phase.value,
+        "reason": status.reason,
+        "restarts": status.restarts,
+        "last_exit": status.last_exit,
+        "restart_in_s": _rounded(status.restart_in_s),
+        "up_s": _rounded(status.up_s),
+        "args": list(status.args),
+        "arg_reasons": list(status.arg_reasons),
+        "preload": list(status.preload),
+        "warmup": [
+            {
+                "checkpoint": result.checkpoint,
+                "seconds": round(result.seconds, 3),
+                "phase_s": {str(k): round(v, 3) for k, v in result.phase_s.items()},
+            }
+            for result in status.warmups
+        ],
+        "log": status.log_path,
+    }
+
+
+def telemetry_fields(snapshot: TelemetrySnapshot | None, indices: Sequence[int]) -> dict[str, Any]:
+    """The latest reading of each GPU of the worker's slot, or why there is none."""
+    if snapshot is None or not snapshot.available:
+        reason = snapshot.reason if snapshot is not None else "telemetry not running"
+        return {"available": False, "reason": reason}
+    gpus = [gpu_fields(snapshot.gpus[i]) for i in indices if i in snapshot.gpus]
+    errors = {str(i): snapshot.errors[i] for i in indices if i in snapshot.errors}
+    return {"available": True, "gpus": gpus, "errors": errors}
+
+
+def gpu_fields(sample: GpuSample) -> dict[str, Any]:
+    return {
+        "index": sample.index,
+        "name": sample.name,
+        "memory_used_mib": round(sample.memory_used_mib, 1),
+        "memory_total_mib": round(sample.memory_total_mib, 1),
+        "utilization_pct": sample.utilization_pct,
+        "temperature_c": sample.temperature_c,
+        "power_w": sample.power_w,
+        "sm_clock_mhz": sample.sm_clock_mhz,
+    }
+
+
+def vram_of(
+    snapshot: TelemetrySnapshot | None, indices: Sequence[int]
+) -> tuple[float, float] | None:
+    """(free, total) MiB of the slot's smallest card, None when unknown."""
+    if snapshot is None or not indices:
+        return None
+    samples = [snapshot.gpus[i] for i in indices if i in snapshot.gpus]
+    if len(samples) != len(indices):
+        return None
+    smallest = min(samples, key=lambda sample: sample.memory_total_mib)
+    return smallest.memory_free_mib, smallest.memory_total_mib
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

@@ -1,0 +1,148 @@
+"""The gateway's side of worker supervision: lifecycle events become job and worker actions.
+
+The supervisor (`workers.supervisor`) only emits events; this consumer only reacts. An exit
+sends every job the worker held back to the queue (its process is gone, so it holds none: the
+probe finds it unreachable), counted as a failed attempt unless an operator asked for the exit.
+A ready worker seeds the scheduler's load estimates with its warm-up timings and wakes the
+dispatcher. Draining (an operator's, or the whole node's on shutdown) lives here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from gateway.jobs import JobStore
+from gateway.links import Links, WorkerLink, WorkerState
+from gateway.outcomes import Outcomes
+from gateway.recovery import Recovery
+from workers.client import WorkerError
+from workers.lifecycle import LifecycleKind, Phase, WorkerEvent
+from workers.supervisor import Supervisor
+from workers.warmup import WarmupResult
+
+log = logging.getLogger(__name__)
+
+STALE_REGISTRY_MS = 10_000
+"""A worker record older than this is not taken as another node serving."""
+
+
+class Supervision:
+    def __init__(
+        self,
+        store: JobStore,
+        links: Links,
+        recovery: Recovery,
+        outcomes: Outcomes,
+        publish: Callable[[], Awaitable[None]],
+        *,
+        node: str,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.store = store
+        self.links = links
+        self.recovery = recovery
+        self.outcomes = outcomes
+        self.publish = publish
+        self.node = node
+        self.clock = clock
+        self.draining = False
+
+    # -- lifecycle events ----------------------------------------------------------------------
+
+    def attach(self, supervisor: Supervisor) -> None:
+        """Consume its events from now on; take in what its ready workers measured so far."""
+        for link in self.links:
+            status = supervisor.status(link.name)
+            if status is not None and status.phase is Phase.READY:
+                self.seed(link, status.warmups)
+        supervisor.subscribe(self.on_event)
+
+    async def on_event(self, event: WorkerEvent) -> None:
+        link = self.links.get(event.worker)
+        if link is None:
+            return
+        if event.kind is LifecycleKind.EXITED:
+            await self._exited(link, event)
+        elif event.kind is LifecycleKind.READY:
+            self.seed(link, event.warmups)
+            self.outcomes.wake()
+        with contextlib.suppress(Exception):
+            await self.publish()
+
+    async def _exited(self, link: WorkerLink, event: WorkerEvent) -> None:
+        link.state = WorkerState.LOST
+        link.resident, link.last_checkpoint = (), None
+        job_ids = set(link.held) | await self.store.worker_job_ids(link.name)
+        log.warning(
+            "worker %s exited (%s); %d jobs back to the queue",
+            link.name,
+            event.reason,
+            len(job_ids),
+        )
+        await self.release(link, job_ids, failed=event.failure)
+
+    def seed(self, link: WorkerLink, warmups: tuple[WarmupResult, ...]) -> None:
+        """The warm-up's cold timings seed the load estimates; its last checkpoint is loaded."""
+        for result in warmups:
+            load_s = result.load_s if result.load_s is not None else result.seconds
+            link.load_s[result.checkpoint] = load_s
+        if warmups:
+            last = warmups[-1].checkpoint
+            link.last_checkpoint, link.resident = last, (last,)
+
+    async def release(self, link: WorkerLink, job_ids: set[str], *, failed: bool) -> None:
+        """Settle jobs of a worker whose process is gone: finished ones are recorded, the rest
+        go back to the queue."""
+        for job_id in sorted(job_ids):
+            try:
+                await self.recovery.recover(job_id, failed=failed)
+            except Exception:
+                log.exception("job %s of %s not recovered; the lease sweep retries", job_id, link)
+
+    # -- draining ------------------------------------------------------------------------------
+
+    async def drain_worker(self, link: WorkerLink) -> None:
+        """Take no new jobs; jobs sent but not started go back to the queue at once."""
+        link.draining = True
+        log.info("worker %s draining (%d held)", link.name, len(link.held))
+        for job_id in [job_id for job_id in link.held if job_id != link.running]:
+            with contextlib.suppress(WorkerError):
+                await link.client.delete([job_id])
+            await self.recovery.recover(job_id, failed=False)
+        self.outcomes.wake()
+
+    def resume_worker(self, link: WorkerLink) -> None:
+        link.draining = False
+        self.outcomes.wake()
+
+    async def drain_node(self, grace_s: float) -> None:
+        """Stop intake and dispatch on this node; wait up to `grace_s` for running jobs."""
+        self.draining = True
+        for link in self.links:
+            await self.drain_worker(link)
+        deadline_s = self.clock() + grace_s
+        while self.clock() < deadline_s:
+            if not any(link.held for link in self.links):
+                break
+            await asyncio.sleep(0.05)
+        left = sum(len(link.held) for link in self.links)
+        log.info("drained: %d jobs still running after the grace", left)
+
+    async def other_node_serving(self) -> bool:
+        """Whether another gateway node has a ready worker (so new prompts can wait in Redis)."""
+        raw = await self.store.redis.hgetall(self.store.keys.workers)
+        now_ms = self.store.now_ms()
+        for value in raw.values():
+            record = json.loads(value)
+            if (
+                record.get("node") != self.node
+                and record.get("state") == "ready"
+                and now_ms - int(record.get("heartbeat_ms", 0)) < STALE_REGISTRY_MS
+            ):
+                return True
+        return False

@@ -1,0 +1,54 @@
+"""speed: per-instance, per-family run times learned online."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gateway.scheduler.speed import SpeedEstimate, observe, seed, views
+
+FIXED, PER_UNIT = 0.4, 0.08  # the "true" card: 0.4 s + 0.08 s per work unit
+
+
+def true_s(work: float) -> float:
+    return FIXED + PER_UNIT * work
+
+
+def learn(est: SpeedEstimate, jobs: int, rng: random.Random, scale: float = 1.0) -> SpeedEstimate:
+    for _ in range(jobs):
+        work = rng.choice([5.0, 10.0, 22.5])
+        est = observe(est, work, scale * true_s(work) * rng.uniform(0.95, 1.05))
+    return est
+
+
+def test_a_warm_up_seed_is_usable_at_once() -> None:
+    est = seed(5.0, true_s(5.0))
+    assert est.predict_s(5.0) == pytest.approx(true_s(5.0))
+
+
+def test_mixed_sizes_recover_fixed_and_per_unit_time() -> None:
+    est = learn(seed(5.0, true_s(5.0)), 200, random.Random(1))
+    assert est.per_unit_s == pytest.approx(PER_UNIT, rel=0.1)
+    assert est.fixed_s == pytest.approx(FIXED, abs=0.1)
+    assert est.speed == pytest.approx(1 / PER_UNIT, rel=0.1)
+
+
+def test_a_first_run_outlier_barely_moves_the_estimate() -> None:
+    est = learn(seed(5.0, true_s(5.0)), 50, random.Random(2))
+    after = observe(est, 10.0, 20 * true_s(10.0))
+    assert after.predict_s(10.0) < 1.3 * true_s(10.0)
+
+
+def test_a_card_that_slows_down_is_followed_after_the_drift_fires() -> None:
+    rng = random.Random(3)
+    est = learn(seed(5.0, true_s(5.0)), 100, rng)
+    est = learn(est, 15, rng, scale=2.0)
+    assert est.predict_s(10.0) == pytest.approx(2 * true_s(10.0), rel=0.15)
+
+
+def test_views_feed_the_worker_view() -> None:
+    book = {("w1", "sd15"): seed(5.0, 1.0), ("w2", "sd15"): seed(5.0, 2.0)}
+    speed, fixed = views(book, "w1")
+    assert set(speed) == {"sd15"} and speed["sd15"] > views(book, "w2")[0]["sd15"]
+    assert fixed["sd15"] == pytest.approx(0.2)
