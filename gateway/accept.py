@@ -21,7 +21,7 @@ class Acceptor:
         store: JobStore,
         catalog: FarmCatalog,
         groups: Callable[[], Mapping[str, str]],
-        on_accepted: Callable[[], Awaitable[None]],
+        on_accepted: Callable[[NewJob], Awaitable[None]],
         *,
         admit: Callable[[], Awaitable[None]] | None = None,
     ):
@@ -45,7 +45,7 @@ class Acceptor:
         idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
         result = await self.store.enqueue(job, idempotency)
         if result.status is EnqueueStatus.CREATED:
-            await self.on_accepted()
+            await self.on_accepted(job)
             return _answer(job.job_id, result.number, validation.node_errors)
         return await self._not_created(result.status, result.job_id, validation.node_errors)
 

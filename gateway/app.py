@@ -25,6 +25,7 @@ from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
 from gateway.keys import Keys
 from gateway.links import Links, WorkerLink
+from gateway.models import NewJob
 from gateway.origin import OriginGuard
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
@@ -131,10 +132,13 @@ async def _resources(
         interrupt_grace_s=settings.interrupt_grace_s,
     )
 
-    async def accepted() -> None:
+    async def accepted(job: NewJob) -> None:
         # ComfyUI announces its longer queue before it answers, and before the prompt runs.
         await hub.announce_queue()
-        the_farm.dispatcher.wake()
+        if job.front or job.priority > 0 or job.number is not None:
+            await the_farm.dispatcher.place_now()  # it may overtake a prompt sent ahead
+        else:
+            the_farm.dispatcher.wake()
 
     async def admit() -> None:
         if the_farm.draining and not await the_farm.supervision.other_node_serving():

@@ -51,6 +51,7 @@ class Dispatcher:
         self.outcomes = Outcomes(store, hub, self.wake)
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
+        self._round = asyncio.Lock()
 
     def wake(self) -> None:
         self._wake.set()
@@ -71,8 +72,22 @@ class Dispatcher:
                 log.exception("dispatch round failed")
                 await asyncio.sleep(self.poll_s)
 
+    async def place_now(self, timeout_s: float = 10.0) -> None:
+        """One round now, its sends delivered before returning. For a prompt that may overtake
+        one already sent ahead to a worker: it must be there before its client hears back, or
+        an interrupt sent right after could let the overtaken prompt start first."""
+        before = set(self._sends)
+        await self.dispatch_once()
+        sent = self._sends - before
+        if sent:
+            await asyncio.wait(sent, timeout=timeout_s)
+
     async def dispatch_once(self) -> int:
         """One round: returns how many jobs were claimed."""
+        async with self._round:
+            return await self._dispatch_round()
+
+    async def _dispatch_round(self) -> int:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
         if not free:
             return await self._jump_the_queue()

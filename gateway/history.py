@@ -12,7 +12,7 @@ Input files are shared by all workers and are not namespaced.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.models import JobRecord, JobState
@@ -69,6 +69,23 @@ def gateway_entry(worker_entry: Mapping[str, Any], job: JobRecord, worker: str) 
     entry["prompt"] = prompt
     entry["outputs"] = {node: namespace_output(out, worker) for node, out in outputs.items()}
     return entry
+
+
+def gateway_block(
+    job: JobRecord, attempts: Sequence[Mapping[str, Any]], groups: Mapping[str, str]
+) -> dict[str, Any]:
+    """What `GET /history/{id}` adds to ComfyUI's entry: where the job ran, its config group,
+    every attempt, and the job's timestamps (ms since epoch)."""
+    return {
+        "worker": job.worker,
+        "group": groups.get(job.worker or ""),
+        "attempts": len(attempts),
+        "attempt_log": list(attempts),
+        "state": job.state.value,
+        "enqueued_at_ms": job.enqueued_at_ms,
+        "started_at_ms": job.started_at_ms,
+        "finished_at_ms": job.finished_at_ms,
+    }
 
 
 def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) -> dict[str, Any]:

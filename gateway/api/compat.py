@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.context import Ctx, get_context, read_body, require_token
 from gateway.errors import BadRequest
+from gateway.history import gateway_block
 from gateway.links import WorkerLink
 from gateway.models import JobState
 from gateway.schemas import parse_id_list, parse_json
@@ -80,8 +81,15 @@ async def get_history(
 
 @router.get("/history/{prompt_id}")
 async def get_history_entry(prompt_id: str, ctx: Ctx) -> Response:
+    """ComfyUI's entry plus a `gateway` block: where the prompt ran and how often it was tried."""
     entry = await ctx.store.entry(prompt_id)
-    return Response(_entries_json([prompt_id], [entry]), media_type=JSON)
+    record = await ctx.store.get(prompt_id)
+    if entry is None or record is None:
+        return Response(_entries_json([prompt_id], [entry]), media_type=JSON)
+    body = json.loads(entry)
+    attempts = await ctx.store.attempts(prompt_id)
+    body["gateway"] = gateway_block(record, attempts, ctx.farm.groups())
+    return JSONResponse({prompt_id: body})
 
 
 @router.post("/history")

@@ -1,4 +1,4 @@
-"""What no gateway route takes goes to one worker, unchanged: the frontend's helper routes
+"""What no gateway route takes goes to one worker, unchanged: the routes the web frontend uses
 (`/users`, `/settings`, `/userdata`, `/i18n`, `/internal/*`, ...), the static web root, and
 ComfyUI's own answers to unknown paths and methods (404, 405 with `Allow`).
 

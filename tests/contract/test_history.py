@@ -28,7 +28,14 @@ async def test_a_finished_prompt_has_a_full_history_entry(
     body = await api.submit(http, prompt, client_id="history-client")
     prompt_id = body["prompt_id"]
     entry = await api.wait_history(http, prompt_id)
-    assert set(entry) == {"prompt", "outputs", "status", "meta"}
+    comfyui_keys = {"prompt", "outputs", "status", "meta"}
+    # The gateway adds one block of its own: where the prompt ran and how often it was tried.
+    assert set(entry) == (comfyui_keys | {"gateway"} if server.gateway else comfyui_keys)
+    if server.gateway:
+        block = entry.pop("gateway")
+        assert block["attempts"] == 1 and block["state"] == "success"
+        assert block["worker"] and block["group"]
+        assert block["enqueued_at_ms"] <= block["started_at_ms"] <= block["finished_at_ms"]
     assert entry["prompt"] == [
         body["number"],
         prompt_id,

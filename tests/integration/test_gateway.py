@@ -38,8 +38,10 @@ async def test_a_comfyui_client_posts_listens_reads_history_and_views(
         assert kinds.index("execution_success") < len(kinds) - 1
         assert kinds[-1] == "executing"
         assert entry["status"]["status_str"] == "success"
-        assert set(entry) == {"prompt", "outputs", "status", "meta"}
+        assert set(entry) == {"prompt", "outputs", "status", "meta", "gateway"}
         worker = (await client.job(prompt_id))["worker"]
+        assert entry["gateway"]["worker"] == worker
+        assert entry["gateway"]["attempts"] == 1
         assert worker in {h.name for h in emulators}
         image = entry["outputs"]["9"]["images"][0]
         assert image["subfolder"] == worker
