@@ -138,31 +138,12 @@ def wait_ready(url: str, timeout_s: float = 120) -> None:
     raise RuntimeError(f"{url} not ready")
 
 
-# The emulator's listening sockets lack TCP_NODELAY, so a keep-alive response whose body
-# leaves in a second write waits ~40 ms for a delayed ACK (reported; ComfyUI's aiohttp sets
-# it). Until that is fixed the bench starts the emulator with the option set, for both paths.
-NODELAY_LAUNCHER = """
-import socket, sys
-import workers.emulator.server as server
-plain_bind = server.bind
-def bind(hosts, port):
-    sockets = plain_bind(hosts, port)
-    for sock in sockets:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sockets
-server.bind = bind
-from workers.emulator.cli import main
-raise SystemExit(main(sys.argv[1:]))
-"""
-
-
 def start_emulator(root: Path, name: str, time_scale: float) -> tuple[ChildProcess, str]:
     layout = FarmLayout(root / "workers", root / "input", time_scale)
     for folder in (layout.input_dir, layout.output_dir(name), layout.temp_parent(name)):
         folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     argv = emulator_argv(WorkerSpec(name=name, emulate="rtx4070ti"), port, layout)
-    argv[1:3] = ["-c", NODELAY_LAUNCHER]
     process = ChildProcess(argv, log_path=root / f"{name}.log")
     process.start()
     url = f"http://127.0.0.1:{port}"

@@ -59,6 +59,9 @@ def bind(hosts: Sequence[str], port: int) -> list[socket.socket]:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # As aiohttp does for ComfyUI: without it a keep-alive answer whose body leaves in a
+        # second write waits ~40 ms for the client's delayed ACK. Accepted sockets inherit it.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         try:
