@@ -20,6 +20,7 @@ POLICIES = (
     "round_robin",
     "random",
 )
+STANDARD_POLICIES = (*POLICIES, "affinity_eager")
 SMART = ("affinity", "swarm_like", "ect_greedy", "affinity_only")
 LOADS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
@@ -63,7 +64,7 @@ def grid(policies: Iterable[str], scenarios: Iterable[Scenario], seeds: Iterable
 def standard(jobs: int, seeds: int) -> list[Job]:
     """Every policy at every load on the standard scenario."""
     scenarios = [Scenario(load=load, jobs=jobs) for load in LOADS]
-    return grid(POLICIES, scenarios, range(seeds))
+    return grid(STANDARD_POLICIES, scenarios, range(seeds))
 
 
 def stability(jobs: int, seeds: int) -> list[Job]:
@@ -96,6 +97,7 @@ def traces(jobs: int, seeds: int) -> list[Job]:
     return grid(POLICIES, scenarios, range(seeds))
 
 
+FARM_POLICIES = ("affinity", "affinity_eager", "swarm_like", "ect_greedy", "least_outstanding")
 FARMS = ("uniform2", "mixed2", "uniform4", "mixed4", "uniform8", "mixed8")
 
 
@@ -107,7 +109,7 @@ def farms(jobs: int, seeds: int) -> list[Job]:
         for k_per in (1, 2, 4)
         for s in (0.6, 1.0, 1.4)
     ]
-    return grid((*SMART, "least_outstanding"), scenarios, range(seeds))
+    return grid(FARM_POLICIES, scenarios, range(seeds))
 
 
 def _size(farm: str) -> int:

@@ -12,10 +12,8 @@ from bench.sim.engine import EARLY_BINDING, UNLIMITED, SimConfig, Simulator
 from bench.sim.farm import parse_farm
 from bench.sim.metrics import Summary, summarise
 from bench.sim.trace import SimJob, batch, bursty, catalogue, mix, poisson, sessions
-from gateway.scheduler import affinity, basic
+from gateway.scheduler import affinity
 from gateway.scheduler.policy import Policy, make_policy
-
-assert basic  # registers round_robin, least_outstanding, sticky
 
 ARRIVALS = ("poisson", "bursty", "session", "batch")
 

@@ -1,8 +1,8 @@
 """Placement: pure policies over frozen snapshots of the farm (no I/O, no await)."""
 
-from gateway.scheduler import affinity, affinity_only, ect, randomized, swarm
+from gateway.scheduler import affinity, affinity_only, basic, ect, randomized, swarm
 
 DEFAULT_POLICY = affinity.AffinityPolicy.name
 """The policy `--policy` selects when none is named."""
 
-__all__ = ["DEFAULT_POLICY", "affinity", "affinity_only", "ect", "randomized", "swarm"]
+__all__ = ["DEFAULT_POLICY", "affinity", "affinity_only", "basic", "ect", "randomized", "swarm"]

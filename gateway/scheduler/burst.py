@@ -1,11 +1,13 @@
 """Planning a burst as a whole: many jobs submitted together are placed for the makespan.
 
 `is_burst` tells a burst from ordinary traffic: many waiting jobs that arrived within a short
-window. `plan` list-schedules the whole queue: models whose jobs are fussiest about the card
-(the largest gap between their best and second-best card) first, the largest first among
-equals; each job to the worker that would finish it soonest, counting the load when that
-worker does not hold its model, so a model's jobs run in blocks (one load each) and a big
-model is split over several workers only where that finishes sooner.
+window. `plan` bisects on the makespan: for a trial deadline it places the models whose jobs
+are fussiest about the card (the largest gap between their best and second-best card) first,
+the biggest first among equals, each job on the worker where it costs least relative to its
+fastest card (its load included) among those that still finish by the deadline. So each card
+takes the work it is relatively best at, a model's jobs run in blocks behind one load, and a
+big model is split over workers only where the deadline needs it. Each worker then runs the
+models it already holds first.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from gateway.scheduler.lanes import Lane, advance, lanes_of, mean_speed
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot
 
-__all__ = ["AffinityPolicy", "Tuning", "make_affinity"]
+__all__ = ["AffinityPolicy", "Tuning", "make_affinity", "make_affinity_eager"]
 
 
 def next_lane(lanes: dict[str, Lane], done: set[str]) -> Lane | None:
@@ -85,3 +85,10 @@ class AffinityPolicy:
 @register("affinity")
 def make_affinity() -> Policy:
     return AffinityPolicy()
+
+
+@register("affinity_eager")
+def make_affinity_eager() -> Policy:
+    """No hold on small loads: more loads, more goodput where loads are cheap and most jobs
+    are for rare models (many checkpoints on uniform cards)."""
+    return AffinityPolicy(Tuning(hold_jobs=0), name="affinity_eager")
