@@ -30,6 +30,7 @@ from gateway.origin import OriginGuard
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.settings import Settings
+from gateway.timescale import in_emulated_time
 from gateway.validation import FarmCatalog
 from workers.client import ComfyClient, WorkerError
 from workers.supervisor import Supervisor, WorkerHandle
@@ -62,7 +63,7 @@ def create_app(
     """
     if settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url (serve starts Redis otherwise)")
-    policy = load_policy(settings.policy)
+    policy = in_emulated_time(load_policy(settings.policy), settings.time_scale)
     node_name = node or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
     @asynccontextmanager

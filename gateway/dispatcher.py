@@ -13,13 +13,16 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from gateway import tasks
+from gateway import learning, tasks
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
+from gateway.scheduler import cost
+from gateway.scheduler.demand import rates_at
 from gateway.scheduler.policy import Policy
 from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from workers.client import WorkerNoAnswer, WorkerRejected, WorkerUnreachable
@@ -52,6 +55,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()
+        self._arrivals = learning.Arrivals()
 
     def wake(self) -> None:
         self._wake.set()
@@ -94,10 +98,16 @@ class Dispatcher:
         jobs = await self.store.peek(self.window)
         if not jobs:
             return 0
+        views = tuple(j.job_view() for j in jobs)
+        now_s = self.store.clock()
+        self._arrivals = learning.arrived(self._arrivals, views)
         snapshot = Snapshot(
-            now_s=self.store.clock(),
-            jobs=tuple(j.job_view() for j in jobs),
-            workers=tuple(self._view(link) for link in free),
+            now_s=now_s,
+            jobs=views,
+            # Busy workers too (no free slots), as in the simulator: a policy may leave a job
+            # to a worker that frees soon rather than load it elsewhere.
+            workers=tuple(self._view(link) for link in self.links.accepting()),
+            demand_per_s=rates_at(self._arrivals.meter, now_s),
         )
         claimed = 0
         for assignment in self.policy.assign(snapshot):
@@ -105,18 +115,35 @@ class Dispatcher:
         return claimed
 
     def _view(self, link: WorkerLink) -> WorkerView:
-        return WorkerView(
+        """The worker as the policy sees it, as the simulator builds it: what it learned
+        (speed, fixed and load seconds, residency) and what it holds."""
+        speed, fixed_s = learning.speed_views(link.speed_book)
+        held = [(h.record.job_view(), self._elapsed_s(h)) for h in link.held.values() if h.record]
+        view = WorkerView(
             name=link.name,
             group=link.group,
             free_slots=link.free_slots(self.capacity),
             outstanding=len(link.held),
             resident=link.resident,
             last_checkpoint=link.last_checkpoint,
-            idle_since_s=link.idle_since_s,
+            speed=speed,
             load_s=dict(link.load_s),
+            idle_since_s=link.idle_since_s,
+            cache_slots=link.cache_slots,
+            fixed_s=fixed_s,
+            queued=tuple(cost.models_of(job) for job, elapsed in held if elapsed is None),
             vram_free_mib=link.vram[0] if link.vram else None,
             vram_total_mib=link.vram[1] if link.vram else None,
         )
+        ordered = sorted(held, key=lambda item: item[1] is None)
+        spent = [(job, elapsed or 0.0) for job, elapsed in ordered]
+        return replace(view, outstanding_s=learning.outstanding_s(view, spent))
+
+    def _elapsed_s(self, held: Held) -> float | None:
+        """Seconds it has run (None: not started)."""
+        if held.clock is None:
+            return None
+        return max(self.clock() - held.clock.started_s, 0.0)
 
     async def _jump_the_queue(self) -> int:
         """Every worker is full, but a job that arrived later outranks (front, priority, a

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gateway.learning import Finished, Knowledge, NodeClock, cache_slots, learn
 from gateway.models import JobRecord
+from gateway.scheduler.speed import SpeedEstimate
 from workers.client import ComfyClient
-from workers.supervisor import WorkerHandle
+from workers.supervisor import WorkerHandle, emulated_vram
 
 
 class WorkerState(StrEnum):
@@ -40,6 +42,8 @@ class Held:
     """The relay sid it was sent under; events come only while that connection lasts."""
     sent_at_s: float = field(default_factory=time.monotonic)
     """When this node sent it (or adopted it): the watchdog's clock starts there."""
+    clock: NodeClock | None = None
+    """Its node times from `executing` transitions, once it started here."""
 
 
 @dataclass
@@ -63,6 +67,21 @@ class WorkerLink:
     """Seconds to load a model key here, as measured (seeded by the warm-up)."""
     vram: tuple[float, float] | None = None
     """(free, total) MiB of its card from telemetry; None without NVML."""
+    speed_book: Mapping[str, SpeedEstimate] = field(default_factory=dict)
+    """Speed estimates by model family, learned from its finished jobs."""
+
+    @property
+    def cache_slots(self) -> int:
+        spec = self.handle.spec
+        # An emulated card has no NVML: its profile's VRAM is what its launch was planned on.
+        vram_total_mib = self.vram[1] if self.vram else emulated_vram(spec)
+        return cache_slots(spec.args, vram_total_mib, launched=spec.url is None)
+
+    def learn(self, done: Finished) -> None:
+        """Fold a finished prompt into what is believed of this worker."""
+        before = Knowledge(self.speed_book, self.load_s, self.resident)
+        after = learn(before, done, self.cache_slots)
+        self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
 
     @property
     def name(self) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from gateway.learning import family_of
 from gateway.scheduler.snapshot import JobView
 
 
@@ -158,6 +159,7 @@ class JobRecord:
             priority=self.priority,
             model_keys=frozenset(p.model_keys),
             checkpoint=p.checkpoint,
+            family=family_of(p.checkpoint),
             work_units=p.work_units,
             group=p.group,
             eligible=None if p.eligible is None else frozenset(p.eligible),

@@ -6,6 +6,7 @@ client, so a client that reads `/history` after `executing null` always finds th
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -15,6 +16,7 @@ from gateway.events import EventKind, text_frame
 from gateway.history import entry_state, error_entry, gateway_entry
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.learning import finished
 from gateway.links import Held, WorkerLink
 from gateway.models import JobRecord
 
@@ -56,7 +58,7 @@ class Outcomes:
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
-            link.resident = held.model_keys
+        _learn(link, job, held)
         if applied:
             log.info(
                 "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
@@ -128,3 +130,19 @@ class Outcomes:
         if client_id:
             data = {"node": None, "prompt_id": job_id}
             self.hub.publish(text_frame(client_id, EventKind.EXECUTING, data))
+
+
+def _learn(link: WorkerLink, job: JobRecord, held: Held) -> None:
+    """What the job taught about the worker; never at the cost of the job's answer."""
+    try:
+        link.learn(finished(job.job_view(), _prompt_of(job), held.clock))
+    except Exception:
+        log.exception("learning from job %s on %s failed", job.job_id, link.name)
+
+
+def _prompt_of(job: JobRecord) -> Mapping[str, Any]:
+    try:
+        prompt = json.loads(job.prompt_json)
+    except ValueError:
+        return {}
+    return prompt if isinstance(prompt, dict) else {}

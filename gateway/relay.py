@@ -27,6 +27,7 @@ from gateway.events import BROADCAST, ClientFrame, EventKind, preview_prompt_id,
 from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.learning import NodeClock, on_cached, on_executing
 from gateway.links import Held, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from workers.client import Frame, WorkerError
@@ -116,6 +117,7 @@ class Relay:
         if held is None:
             return
         self.link.last_progress_s = self.clock()
+        self._time(held, kind, data)
         if kind == EventKind.EXECUTING and data.get("node") is None:
             await self._finished(prompt_id, held)
             return
@@ -131,6 +133,19 @@ class Relay:
             data = {**data, "output": namespace_output(data["output"], self.link.name)}
             message = {"type": kind, "data": data}
         self._forward(held, message)
+
+    def _time(self, held: Held, kind: object, data: dict[str, Any]) -> None:
+        """Node times for learning: `executing` transitions and `execution_cached`."""
+        if kind == EventKind.EXECUTION_START:
+            now_s = self.clock()
+            held.clock = NodeClock(started_s=now_s, since_s=now_s)
+        elif held.clock is None:
+            return
+        elif kind == EventKind.EXECUTING:
+            node = data.get("node")
+            held.clock = on_executing(held.clock, None if node is None else str(node), self.clock())
+        elif kind == EventKind.EXECUTION_CACHED:
+            held.clock = on_cached(held.clock, data.get("nodes"))
 
     def _background(self, write: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(write)

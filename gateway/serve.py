@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="GPU slots to use, e.g. 0,1 (one worker each) or 0+1,2 (GPUs 0 and 1 together)",
     )
     add("--preload", help="checkpoints every worker warms up before taking jobs, e.g. a,b")
-    add("--policy", help="placement policy (round_robin, least_outstanding, sticky, ...)")
+    add("--policy", help="placement policy (affinity, the default; sticky, round_robin, ...)")
     add("--log-level", dest="log_level", help="debug, info, warning")
     return parser
 

@@ -18,6 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.scheduler import DEFAULT_POLICY
 from workers.comfyargs import FlagError, check_args
 from workers.emulator.cliargs import split_emulator_options
 from workers.logs import MIB
@@ -126,7 +127,7 @@ class Settings(BaseSettings):
     comfyui: Path | None = None
     comfyui_python: str | None = None
     gpus: tuple[int | str, ...] | None = None
-    policy: str = "sticky"
+    policy: str = DEFAULT_POLICY
     workers: tuple[WorkerConfig, ...] = ()
     preload: tuple[str, ...] = ()
     auth_token: str | None = None

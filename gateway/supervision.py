@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from gateway.jobs import JobStore
+from gateway.learning import family_of
 from gateway.links import Links, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from gateway.recovery import Recovery
@@ -91,6 +92,8 @@ class Supervision:
         for result in warmups:
             load_s = result.load_s if result.load_s is not None else result.seconds
             link.load_s[result.checkpoint] = load_s
+            # Until a checkpoint of the family loads here, its load is guessed from this one.
+            link.load_s.setdefault(family_of(result.checkpoint), load_s)
         if warmups:
             last = warmups[-1].checkpoint
             link.last_checkpoint, link.resident = last, (last,)

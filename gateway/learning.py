@@ -1,0 +1,284 @@
+"""What the gateway learns about each worker from the jobs it runs, as the policies need it.
+
+Pure: every function returns new values. The relay times each prompt's nodes from its
+`executing` transitions (`NodeClock`); when the prompt ends, `finished` sums them into phases
+(loader nodes = load, everything else = the warm run) and `learn` folds that into the worker's
+`Knowledge`:
+
+- speed per model family (`gateway.scheduler.speed`: seeded by the first warm job of a family,
+  then observed), from the seconds of a job that loaded nothing, as the simulator learns them;
+- load seconds per model key (and per family, for keys never loaded there) from jobs that
+  loaded: their loader nodes plus what the rest took beyond a warm run (the copy to VRAM
+  happens in the sampler); the warm-up seeds them (`gateway.supervision`);
+- residency (`gateway.scheduler.residency`): the prompt's models become the most recent,
+  corrected by `execution_cached` (a cached loader = resident) and by load-phase timing.
+
+The warm-up's sample phase is no speed measurement (it holds the copy to VRAM and CUDA's
+first use, `workers.warmup.WarmupResult`), so speeds start from real jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gateway.scheduler import cost, demand, residency
+from gateway.scheduler import speed as learned
+from gateway.scheduler.snapshot import JobView, WorkerView
+from workers.comfyargs import checkpoints_fitting, plan_launch
+
+LOAD_SMOOTHING = 0.5
+"""Weight of a new load measurement against the estimate so far."""
+LOADED_FRACTION = residency.LOADED_FRACTION
+FAMILY_PATTERNS = (
+    ("flux", "flux"),
+    ("sd3", "sd3"),
+    ("sdxl", "sdxl"),
+    ("sd_xl", "sdxl"),
+    ("pony", "sdxl"),
+    ("xl", "sdxl"),
+)
+"""Substrings of a checkpoint file name (lowercase), first match wins; else "sd15"."""
+
+
+def family_of(checkpoint: str | None) -> str:
+    """The model family a checkpoint's file name suggests ("unknown" without a checkpoint)."""
+    if not checkpoint:
+        return "unknown"
+    lowered = checkpoint.lower()
+    return next((family for pattern, family in FAMILY_PATTERNS if pattern in lowered), "sd15")
+
+
+def cache_slots(args: Sequence[str], vram_total_mib: float | None, *, launched: bool) -> int:
+    """Checkpoints the instance keeps at once: 1 under the classic cache, N under
+    `--cache-lru N` (the gateway adds one where several fit to instances it `launched`), as far
+    as its VRAM allows."""
+    final = tuple(args)
+    if launched:
+        with contextlib.suppress(ValueError):
+            final = plan_launch(args, vram_total_mib).args
+    size = _lru_size(final)
+    if size is None:
+        return 1
+    if vram_total_mib is not None:
+        size = min(size, max(checkpoints_fitting(vram_total_mib), 1))
+    return max(size, 1)
+
+
+def _lru_size(args: Sequence[str]) -> int | None:
+    size: int | None = None
+    for i, token in enumerate(args):
+        name, _, value = token.partition("=")
+        if name in ("--cache-classic", "--cache-none"):
+            size = None
+        elif name == "--cache-lru":
+            text = value or (args[i + 1] if i + 1 < len(args) else "")
+            size = int(text) if text.isdigit() else None
+    return size
+
+
+@dataclass(frozen=True)
+class NodeClock:
+    """One prompt's node times so far, from its `executing` transitions."""
+
+    started_s: float = 0.0
+    node: str | None = None
+    since_s: float = 0.0
+    node_s: Mapping[str, float] = field(default_factory=dict)
+    cached: frozenset[str] = frozenset()
+
+
+def on_executing(clock: NodeClock, node: str | None, now_s: float) -> NodeClock:
+    """The clock once `node` starts (None: the prompt ended) at `now_s`."""
+    node_s = dict(clock.node_s)
+    if clock.node is not None:
+        node_s[clock.node] = node_s.get(clock.node, 0.0) + max(now_s - clock.since_s, 0.0)
+    return replace(clock, node=node, since_s=now_s, node_s=node_s)
+
+
+def on_cached(clock: NodeClock, nodes: object) -> NodeClock:
+    """The clock once `execution_cached` listed `nodes`."""
+    listed = frozenset(str(n) for n in nodes) if isinstance(nodes, list) else frozenset()
+    return replace(clock, cached=clock.cached | listed)
+
+
+def is_loader(class_type: object) -> bool:
+    return isinstance(class_type, str) and "Loader" in class_type
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished prompt as learning sees it."""
+
+    family: str
+    work_units: float
+    models: frozenset[str]
+    load_s: float | None = None
+    """Seconds of its loader nodes (None: not timed)."""
+    run_s: float | None = None
+    """Seconds of its other nodes: the warm run (None: not timed)."""
+    loader_cached: bool | None = None
+
+
+def finished(job: JobView, prompt: Mapping[str, Any], clock: NodeClock | None) -> Finished:
+    """What a prompt's node clock tells once it ended."""
+    models = cost.models_of(job)
+    if clock is None or (not clock.node_s and not clock.cached):
+        return Finished(job.family, job.work_units, models)
+    loaders = {node for node, body in prompt.items() if is_loader(_class_of(body))}
+    load = sum(s for node, s in clock.node_s.items() if node in loaders)
+    run = sum(s for node, s in clock.node_s.items() if node not in loaders)
+    cached: bool | None = None
+    if loaders & clock.cached:
+        cached = True
+    elif loaders & set(clock.node_s):
+        cached = False
+    timed = bool(clock.node_s)
+    return Finished(
+        job.family, job.work_units, models, load if timed else None, run if timed else None, cached
+    )
+
+
+def _class_of(body: object) -> object:
+    return body.get("class_type") if isinstance(body, Mapping) else None
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What the gateway believes about one worker."""
+
+    book: Mapping[str, learned.SpeedEstimate] = field(default_factory=dict)
+    """Speed estimate by model family."""
+    load_s: Mapping[str, float] = field(default_factory=dict)
+    """Load seconds by model key, and by family for keys never loaded there."""
+    resident: tuple[str, ...] = ()
+
+
+def learn(known: Knowledge, done: Finished, slots: int) -> Knowledge:
+    """The knowledge after `done` ran on the worker (which keeps `slots` checkpoints)."""
+    evidence = residency.Evidence(
+        done.models,
+        done.loader_cached,
+        loading_s(known.book, done),
+        _expected_load_s(known.load_s, done),
+    )
+    loaded = residency.was_resident(evidence) is False
+    return Knowledge(
+        book=known.book if loaded else _speed(known.book, done),
+        load_s=_loads(known, done, evidence) if loaded else known.load_s,
+        resident=believed_after(known.resident, evidence, slots),
+    )
+
+
+def loading_s(book: Mapping[str, learned.SpeedEstimate], done: Finished) -> float | None:
+    """Seconds the job spent loading: its loader nodes, plus what its other nodes took beyond
+    a warm run (the copy of the weights to VRAM happens in the sampler, as in ComfyUI)."""
+    if done.load_s is None:
+        return None
+    estimate = book.get(done.family)
+    if estimate is None or done.run_s is None:
+        return done.load_s
+    return done.load_s + max(done.run_s - estimate.predict_s(done.work_units), 0.0)
+
+
+def _expected_load_s(load_s: Mapping[str, float], done: Finished) -> float | None:
+    known = [load_s[key] for key in done.models if key in load_s]
+    if known:
+        return sum(known)
+    return load_s.get(done.family)
+
+
+def _speed(
+    book: Mapping[str, learned.SpeedEstimate], done: Finished
+) -> Mapping[str, learned.SpeedEstimate]:
+    """A warm job (nothing loaded) teaches the family's speed."""
+    if done.run_s is None or done.run_s <= 0 or done.family == "unknown":
+        return book
+    estimate = book.get(done.family)
+    if estimate is None:
+        estimate = learned.seed(done.work_units, done.run_s)
+    else:
+        estimate = learned.observe(estimate, done.work_units, done.run_s)
+    return {**book, done.family: estimate}
+
+
+def _loads(known: Knowledge, done: Finished, evidence: residency.Evidence) -> Mapping[str, float]:
+    """A job that really loaded updates the estimate of the keys that were not resident."""
+    seconds = evidence.load_s
+    if seconds is None or not done.models:
+        return known.load_s
+    if evidence.expected_load_s and seconds < LOADED_FRACTION * evidence.expected_load_s:
+        return known.load_s  # the loader ran but found its models in memory
+    fresh = sorted(done.models - set(known.resident)) or sorted(done.models)
+    share = seconds / len(fresh)
+    load_s = dict(known.load_s)
+    for key in (*fresh, done.family):
+        load_s[key] = _smoothed(load_s.get(key), share)
+    return load_s
+
+
+def _smoothed(before: float | None, measured: float) -> float:
+    if before is None:
+        return measured
+    return (1.0 - LOAD_SMOOTHING) * before + LOAD_SMOOTHING * measured
+
+
+def believed_after(
+    believed: tuple[str, ...], evidence: residency.Evidence, slots: int
+) -> tuple[str, ...]:
+    """Residency once the prompt ran; a prompt that loaded models believed resident shows
+    the cache held less than believed, so the older belief is dropped."""
+    if not evidence.models:
+        return believed
+    if residency.surprised(believed, evidence) and residency.was_resident(evidence) is False:
+        believed = ()
+    return residency.after_prompt(believed, evidence, slots)
+
+
+def speed_views(
+    book: Mapping[str, learned.SpeedEstimate],
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(`speed`, `fixed_s`) for a `WorkerView`."""
+    return (
+        {family: est.speed for family, est in book.items()},
+        {family: est.fixed_s for family, est in book.items()},
+    )
+
+
+def outstanding_s(worker: WorkerView, held: Iterable[tuple[JobView, float]]) -> float:
+    """Expected seconds until the worker has finished `held` (each job with the seconds it
+    has run so far, 0 if not started), in order, residency carried forward job by job."""
+    resident = worker.resident
+    total = 0.0
+    for job, elapsed_s in held:
+        expected = cost.load_s(job, worker, resident) + cost.run_s(job, worker)
+        total += max(expected - elapsed_s, 0.0)
+        resident = cost.touch(resident, cost.models_of(job), worker.cache_slots)
+    return total
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """The demand meter over the jobs seen waiting so far (each counted once)."""
+
+    meter: demand.DemandMeter = field(default_factory=demand.DemandMeter)
+    seen: tuple[str, ...] = ()
+    """Job ids already counted, the most recent `SEEN_LIMIT`."""
+
+
+SEEN_LIMIT = 4096
+
+
+def arrived(arrivals: Arrivals, jobs: Iterable[JobView]) -> Arrivals:
+    """Count the jobs not seen before, each at its enqueue time."""
+    seen = set(arrivals.seen)
+    new = sorted((j for j in jobs if j.job_id not in seen), key=lambda j: j.enqueued_at_s)
+    if not new:
+        return arrivals
+    meter = arrivals.meter
+    for job in new:
+        meter = demand.observe(meter, cost.models_of(job), job.enqueued_at_s)
+    ids = (*arrivals.seen, *(j.job_id for j in new))[-SEEN_LIMIT:]
+    return Arrivals(meter, ids)

@@ -1,0 +1,259 @@
+"""What the gateway learns from finished jobs, and what the dispatcher then shows the policy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway import learning
+from gateway.app import load_policy
+from gateway.dispatcher import Dispatcher
+from gateway.hub import Hub
+from gateway.jobs import JobStore
+from gateway.learning import Finished, Knowledge, NodeClock
+from gateway.links import Held, Links, WorkerLink
+from gateway.models import JobRecord, JobState, Placement
+from gateway.relay import Relay
+from gateway.scheduler.residency import Evidence
+from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
+from gateway.timescale import emulated, in_emulated_time
+from tests.unit.gateway.conftest import FakeClock
+from workers.client import ComfyClient
+from workers.launch import WorkerHandle, WorkerSpec
+from workers.warmup import warmup_prompt
+
+SDXL = "sd_xl_base_1.0.safetensors"
+SD15 = "v1-5-pruned-emaonly.safetensors"
+PROMPT = warmup_prompt(SDXL)  # loader "1", encoders "2"/"3", latent "4", sampler "5", ...
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "family"),
+    [
+        (SDXL, "sdxl"),
+        ("ponyDiffusionV6.safetensors", "sdxl"),
+        ("flux1-dev-fp8.safetensors", "flux"),
+        (SD15, "sd15"),
+        (None, "unknown"),
+    ],
+)
+def test_the_family_comes_from_the_checkpoint_name(checkpoint: str | None, family: str) -> None:
+    assert learning.family_of(checkpoint) == family
+
+
+@pytest.mark.parametrize(
+    ("args", "vram_total_mib", "launched", "slots"),
+    [
+        ((), None, True, 1),  # classic cache
+        (("--cache-lru", "8"), None, True, 8),
+        (("--cache-lru=8",), None, True, 8),
+        (("--cache-lru", "8"), 12282.0, True, 1),  # one SDXL fits on a 12 GB card
+        ((), 143771.0, True, 8),  # the gateway adds --cache-lru 8 on an H200
+        ((), 143771.0, False, 1),  # ...but not to an instance someone else started
+        (("--cache-classic",), 143771.0, True, 1),
+    ],
+)
+def test_cache_slots_follow_the_cache_mode_and_the_card(
+    args: tuple[str, ...], vram_total_mib: float | None, launched: bool, slots: int
+) -> None:
+    assert learning.cache_slots(args, vram_total_mib, launched=launched) == slots
+
+
+def clocked(*steps: tuple[str | None, float], cached: tuple[str, ...] = ()) -> NodeClock:
+    clock = NodeClock(started_s=0.0, since_s=0.0)
+    clock = learning.on_cached(clock, list(cached))
+    for node, at_s in steps:
+        clock = learning.on_executing(clock, node, at_s)
+    return clock
+
+
+def view(checkpoint: str = SDXL, work_units: float = 20.0, job_id: str = "j") -> JobView:
+    return JobView(
+        job_id,
+        0.0,
+        model_keys=frozenset((checkpoint,)),
+        checkpoint=checkpoint,
+        family=learning.family_of(checkpoint),
+        work_units=work_units,
+    )
+
+
+def test_executing_transitions_split_into_load_and_warm_run() -> None:
+    clock = clocked(("1", 0.0), ("2", 3.0), ("5", 3.5), ("6", 9.5), (None, 10.0))
+    done = learning.finished(view(), PROMPT, clock)
+    assert done.load_s == pytest.approx(3.0)
+    assert done.run_s == pytest.approx(7.0)
+    assert done.loader_cached is False
+
+
+def test_a_cached_loader_means_the_checkpoint_was_resident() -> None:
+    clock = clocked(("2", 0.0), ("5", 0.5), (None, 6.0), cached=("1",))
+    done = learning.finished(view(), PROMPT, clock)
+    assert (done.loader_cached, done.load_s, done.run_s) == (True, 0.0, pytest.approx(6.0))
+
+
+def test_an_untimed_job_still_moves_residency() -> None:
+    done = learning.finished(view(), PROMPT, None)
+    after = learning.learn(Knowledge(resident=(SD15,)), done, slots=1)
+    assert after.resident == (SDXL,)
+    assert after.book == {}
+
+
+def test_speed_is_seeded_by_the_first_job_then_observed() -> None:
+    known = Knowledge()
+    for seconds in (5.0, 5.0, 5.0):
+        done = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=0.0, run_s=seconds)
+        known = learning.learn(known, done, slots=1)
+    estimate = known.book["sdxl"]
+    assert estimate.predict_s(20.0) == pytest.approx(5.0)
+    speed, fixed_s = learning.speed_views(known.book)
+    assert speed["sdxl"] == pytest.approx(estimate.speed)
+    assert fixed_s["sdxl"] == pytest.approx(estimate.fixed_s)
+
+
+def test_a_real_load_updates_the_key_and_its_family() -> None:
+    known = Knowledge(load_s={SDXL: 4.0}, resident=(SD15,))
+    done = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=6.0, run_s=5.0, loader_cached=False)
+    after = learning.learn(known, done, slots=1)
+    assert after.load_s[SDXL] == pytest.approx(5.0)  # smoothed
+    assert after.load_s["sdxl"] == pytest.approx(6.0)
+
+
+def test_a_job_that_loaded_teaches_the_load_with_the_copy_to_vram_not_the_speed() -> None:
+    warm = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=0.0, run_s=5.0, loader_cached=True)
+    known = learning.learn(Knowledge(resident=(SDXL,)), warm, slots=1)
+    # the sampler also copied the weights to VRAM: 3 s beyond the warm 5 s
+    cold = Finished("sdxl", 20.0, frozenset((SD15,)), load_s=2.0, run_s=8.0, loader_cached=False)
+    after = learning.learn(known, cold, slots=1)
+    assert after.book == known.book
+    assert after.load_s[SD15] == pytest.approx(5.0)
+    assert after.resident == (SD15,)
+
+
+def test_a_short_load_phase_is_no_load_measurement() -> None:
+    known = Knowledge(load_s={SDXL: 4.0}, resident=(SDXL,))
+    done = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=0.1, run_s=5.0, loader_cached=False)
+    assert learning.learn(known, done, slots=1).load_s == {SDXL: 4.0}
+
+
+@pytest.mark.parametrize(
+    ("believed", "evidence", "slots", "after"),
+    [
+        ((SD15,), Evidence(frozenset((SDXL,))), 1, (SDXL,)),
+        ((SD15,), Evidence(frozenset((SDXL,))), 4, (SDXL, SD15)),
+        # it loaded what was believed resident with another: the cache held less than believed
+        ((SD15, SDXL), Evidence(frozenset((SDXL,)), loader_cached=False), 4, (SDXL,)),
+        ((SD15,), Evidence(frozenset()), 1, (SD15,)),
+    ],
+)
+def test_residency_follows_the_jobs_and_the_evidence(
+    believed: tuple[str, ...], evidence: Evidence, slots: int, after: tuple[str, ...]
+) -> None:
+    assert learning.believed_after(believed, evidence, slots) == after
+
+
+def test_outstanding_seconds_carry_residency_forward() -> None:
+    worker = WorkerView(
+        "w", resident=(SD15,), speed={"sdxl": 4.0}, fixed_s={"sdxl": 1.0}, load_s={SDXL: 10.0}
+    )
+    running = (view(SD15, job_id="a"), 0.0)  # sd15: 20 / the mean speed of known families
+    first = (view(SDXL, job_id="b"), 2.0)  # loads, then runs 6 s, 2 already spent
+    second = (view(SDXL, job_id="c"), 0.0)  # warm by then
+    total = learning.outstanding_s(worker, [running, first, second])
+    assert total == pytest.approx(5.0 + (10.0 + 6.0 - 2.0) + 6.0)
+
+
+def test_arrivals_count_each_job_once() -> None:
+    jobs = [view(job_id="a"), view(job_id="b")]
+    arrivals = learning.arrived(learning.Arrivals(), jobs)
+    again = learning.arrived(arrivals, jobs)
+    assert again is arrivals
+    assert len(arrivals.seen) == 2
+    assert arrivals.meter.rates[SDXL][0] > 0
+
+
+def record(job_id: str, checkpoint: str = SDXL) -> JobRecord:
+    return JobRecord(
+        job_id=job_id,
+        state=JobState.ASSIGNED,
+        number=1,
+        priority=0,
+        client_id=None,
+        prompt_json=json.dumps(PROMPT),
+        extra_json="{}",
+        outputs_json="[]",
+        targets_json=None,
+        placement=Placement(checkpoint, (checkpoint,), 20.0),
+        attempt=1,
+        failures=0,
+        worker="w",
+        enqueued_at_ms=0,
+        claimed_at_ms=None,
+        started_at_ms=None,
+        finished_at_ms=None,
+        error=None,
+    )
+
+
+def link_of(args: tuple[str, ...] = ()) -> WorkerLink:
+    handle = WorkerHandle(WorkerSpec("w", args=args), "http://127.0.0.1:9", ready=True)
+    return WorkerLink(handle, ComfyClient(handle.url), sid="s")
+
+
+async def test_the_relay_times_nodes_and_the_dispatcher_shows_what_was_learned(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    now = FakeClock(100.0)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    link = link_of(("--cache-lru", "4"))
+    link.hold("a", Held(1, None, SD15, (SD15,), record=record("a", SD15), sid="s"))
+    link.hold("b", Held(1, None, SDXL, (SDXL,), record=record("b"), sid="s"))
+    link.learn(Finished("sd15", 20.0, frozenset((SD15,)), load_s=0.0, run_s=2.0))
+    relay = Relay(link, store, hub, outcomes=None, on_connect=None, clock=now)  # type: ignore[arg-type]
+    frames: list[tuple[float, dict[str, Any]]] = [
+        (0.0, {"type": "execution_start", "data": {"prompt_id": "a"}}),
+        (0.0, {"type": "execution_cached", "data": {"prompt_id": "a", "nodes": ["1"]}}),
+        (0.0, {"type": "executing", "data": {"prompt_id": "a", "node": "5"}}),
+    ]
+    for advance_s, frame in frames:
+        now.advance(advance_s)
+        await relay.handle(frame)
+    now.advance(1.5)
+    held = link.held["a"]
+    assert held.clock is not None and held.clock.cached == {"1"}
+    dispatcher = Dispatcher(store, Links([link]), load_policy("affinity"), hub, clock=now)
+    shown = dispatcher._view(link)
+    assert shown.cache_slots == 4
+    assert shown.queued == (frozenset((SDXL,)),)  # the prefetched job, not the running one
+    assert shown.fixed_s["sd15"] + 20.0 / shown.speed["sd15"] == pytest.approx(2.0)
+    assert shown.resident == (SD15,)
+    # the running sd15 job has 0.5 s left; the sdxl one loads (10 s by default) and runs at
+    # the speed of the only known family, without its fixed seconds
+    assert shown.outstanding_s == pytest.approx(0.5 + 10.0 + 20.0 / shown.speed["sd15"])
+    await asyncio.gather(*relay._writes)
+
+
+def test_an_emulated_h200_keeps_what_its_launch_added() -> None:
+    handle = WorkerHandle(WorkerSpec("w", emulate="h200"), "http://127.0.0.1:9")
+    assert WorkerLink(handle, ComfyClient(handle.url), sid="s").cache_slots == 8
+    classic = WorkerHandle(WorkerSpec("w", emulate="h200", args=("--cache-classic",)), "x")
+    assert WorkerLink(classic, ComfyClient(handle.url), sid="s").cache_slots == 1
+
+
+def test_a_policy_in_front_of_emulators_sees_emulated_seconds() -> None:
+    worker = WorkerView(
+        "w", outstanding_s=1.0, speed={"sdxl": 10.0}, load_s={SDXL: 0.5}, idle_since_s=2.0
+    )
+    snapshot = Snapshot(3.0, (view(),), (worker,), {SDXL: 4.0})
+    seen = emulated(snapshot, 10.0)
+    assert seen.now_s == 30.0 and seen.jobs[0].enqueued_at_s == 0.0
+    (shown,) = seen.workers
+    assert (shown.outstanding_s, shown.speed, shown.load_s) == (10.0, {"sdxl": 1.0}, {SDXL: 5.0})
+    assert shown.idle_since_s == 20.0 and seen.demand_per_s == {SDXL: pytest.approx(0.4)}
+    policy = load_policy("sticky")
+    assert in_emulated_time(policy, 1.0) is policy
+    assert in_emulated_time(policy, 0.1).name == "sticky"
