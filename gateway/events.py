@@ -16,28 +16,9 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-PREVIEW_IMAGE = 1
-PREVIEW_IMAGE_WITH_METADATA = 4
-
-
-class EventKind(StrEnum):
-    """ComfyUI's WebSocket message types."""
-
-    STATUS = "status"
-    EXECUTION_START = "execution_start"
-    EXECUTION_CACHED = "execution_cached"
-    EXECUTING = "executing"
-    PROGRESS = "progress"
-    PROGRESS_STATE = "progress_state"
-    EXECUTED = "executed"
-    EXECUTION_SUCCESS = "execution_success"
-    EXECUTION_ERROR = "execution_error"
-    EXECUTION_INTERRUPTED = "execution_interrupted"
-    FEATURE_FLAGS = "feature_flags"
-
+from workers.comfy.messages import BinaryKind, EventKind
 
 BROADCAST = ""
 """The client id of a frame for every socket: ComfyUI broadcasts the progress of a prompt
@@ -113,7 +94,7 @@ def binary_event(frame: bytes) -> int:
 
 def preview_prompt_id(frame: bytes) -> str | None:
     """The prompt id carried by a type-4 preview (previews of other types carry none)."""
-    if binary_event(frame) != PREVIEW_IMAGE_WITH_METADATA or len(frame) < 8:
+    if binary_event(frame) != BinaryKind.PREVIEW_IMAGE_WITH_METADATA or len(frame) < 8:
         return None
     (size,) = struct.unpack(">I", frame[4:8])
     try:
@@ -126,7 +107,7 @@ def preview_prompt_id(frame: bytes) -> str | None:
 
 def preview_without_metadata(frame: bytes) -> bytes:
     """A type-4 preview as the type-1 frame that clients without the feature flag expect."""
-    if binary_event(frame) != PREVIEW_IMAGE_WITH_METADATA or len(frame) < 8:
+    if binary_event(frame) != BinaryKind.PREVIEW_IMAGE_WITH_METADATA or len(frame) < 8:
         return frame
     (size,) = struct.unpack(">I", frame[4:8])
     try:
@@ -134,4 +115,4 @@ def preview_without_metadata(frame: bytes) -> bytes:
     except ValueError:
         return frame
     image_type = 2 if isinstance(meta, dict) and meta.get("image_type") == "image/png" else 1
-    return struct.pack(">II", PREVIEW_IMAGE, image_type) + frame[8 + size :]
+    return struct.pack(">II", BinaryKind.PREVIEW_IMAGE, image_type) + frame[8 + size :]

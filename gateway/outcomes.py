@@ -12,13 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gateway.events import EventKind, text_frame
+from gateway.events import text_frame
 from gateway.history import entry_state, error_entry, gateway_entry
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.learning import finished
 from gateway.links import Held, WorkerLink
 from gateway.models import JobRecord
+from workers.comfy.messages import EventKind
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from gateway import tasks
-from gateway.events import BROADCAST, ClientFrame, EventKind, preview_prompt_id, text_frame
+from gateway.events import BROADCAST, ClientFrame, preview_prompt_id, text_frame
 from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
@@ -31,6 +31,7 @@ from gateway.learning import NodeClock, on_cached, on_executing
 from gateway.links import Held, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from workers.client import Frame, WorkerError
+from workers.comfy.messages import EventKind
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ import uuid
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from gateway.context import Context, get_context
-from gateway.events import EventKind, status_message
+from gateway.events import status_message
 from gateway.hub import ClientSocket
+from workers.comfy.messages import EventKind
 
 router = APIRouter()
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from workers.comfy.graph import execution_order, is_link
+from workers.comfy.messages import EventKind
 from workers.comfy.workflow import sampler_nodes
 from workers.emulator import events
-from workers.emulator.events import EventKind
 from workers.emulator.faults import PromptFaults
 from workers.emulator.nodes import MODEL_FILE_INPUTS, format_input
 from workers.emulator.profiles import family_of
