@@ -273,7 +273,7 @@ def agreement(rows: Sequence[tuple[str, Measured, Measured]]) -> str:
         if getattr(sim, key)
     ]
     orders = [
-        f"- {label}: live {' < '.join(order(rows, key, 1))}; sim {' < '.join(order(rows, key, 2))}"
+        f"- {label}: live {', '.join(order(rows, key, 1))}; sim {', '.join(order(rows, key, 2))}"
         for label, key in METRICS
     ]
     return (
