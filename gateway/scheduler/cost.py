@@ -8,6 +8,7 @@ first, holding `cache_slots` keys (or the keys of one prompt, whichever is more)
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from gateway.scheduler.snapshot import JobView, WorkerView
 
@@ -92,3 +93,21 @@ def completion_s(job: JobView, worker: WorkerView) -> float:
 def is_warm(job: JobView, resident: Iterable[str]) -> bool:
     """Whether every model key of the job is in `resident`."""
     return models_of(job) <= set(resident)
+
+
+def with_job(worker: WorkerView, job: JobView) -> WorkerView:
+    """The worker as it will be once `job` is queued on it (residency and work carried on)."""
+    cost = load_s(job, worker, resident_after_queue(worker)) + run_s(job, worker)
+    return replace(
+        worker,
+        free_slots=worker.free_slots - 1,
+        outstanding=worker.outstanding + 1,
+        outstanding_s=worker.outstanding_s + cost,
+        queued=(*worker.queued, models_of(job)),
+    )
+
+
+def idle_order(worker: WorkerView) -> tuple[int, float, str]:
+    """Least busy first, then the longest idle (SwarmUI's `last_used` preference)."""
+    idle_since = worker.idle_since_s if worker.idle_since_s is not None else float("inf")
+    return (worker.outstanding, idle_since, worker.name)

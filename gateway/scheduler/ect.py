@@ -7,33 +7,19 @@ faster worker. This is what most LLM routers do; with unlimited slots it is pure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from gateway.scheduler.cost import (
     can_run,
     completion_s,
-    load_s,
-    models_of,
-    resident_after_queue,
     run_s,
 )
-from gateway.scheduler.policy import Policy, register
+from gateway.scheduler.policy import Policy, in_queue_order, register
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 
 
-def with_job(worker: WorkerView, job: JobView) -> WorkerView:
-    """The worker as it will be once `job` is queued on it."""
-    cost = load_s(job, worker, resident_after_queue(worker)) + run_s(job, worker)
-    return replace(
-        worker,
-        free_slots=worker.free_slots - 1,
-        outstanding=worker.outstanding + 1,
-        outstanding_s=worker.outstanding_s + cost,
-        queued=(*worker.queued, models_of(job)),
-    )
-
-
-def best_worker(job: JobView, workers: dict[str, WorkerView]) -> WorkerView | None:
+def best_worker(job: JobView, workers: Mapping[str, WorkerView]) -> WorkerView | None:
     """The eligible worker with a free slot that would finish `job` first."""
     choices = [w for w in workers.values() if w.free_slots > 0 and can_run(job, w)]
     if not choices:
@@ -46,14 +32,7 @@ class EctGreedyPolicy:
     name: str = "ect_greedy"
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]:
-        workers = {worker.name: worker for worker in snapshot.workers}
-        out: list[Assignment] = []
-        for job in snapshot.jobs:
-            worker = best_worker(job, workers)
-            if worker is not None:
-                workers[worker.name] = with_job(worker, job)
-                out.append(Assignment(job.job_id, worker.name))
-        return out
+        return in_queue_order(snapshot, best_worker)
 
 
 @register("ect_greedy")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from gateway.scheduler.snapshot import Assignment, Snapshot
+from gateway.scheduler.cost import with_job
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 
 
 class Policy(Protocol):
@@ -43,3 +44,19 @@ def make_policy(name: str) -> Policy:
     except KeyError:
         known = ", ".join(sorted(POLICIES))
         raise UnknownPolicyError(f"unknown policy {name!r}; known: {known}") from None
+
+
+Chooser = Callable[[JobView, Mapping[str, WorkerView]], WorkerView | None]
+
+
+def in_queue_order(snapshot: Snapshot, choose: Chooser) -> list[Assignment]:
+    """One pick at a time: each job in queue order goes where `choose` says, and that worker is
+    then seen with the job queued on it."""
+    workers = {worker.name: worker for worker in snapshot.workers}
+    out: list[Assignment] = []
+    for job in snapshot.jobs:
+        worker = choose(job, workers)
+        if worker is not None:
+            workers[worker.name] = with_job(worker, job)
+            out.append(Assignment(job.job_id, worker.name))
+    return out

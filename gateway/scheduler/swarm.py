@@ -12,27 +12,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from gateway.scheduler.cost import can_run, is_warm, models_of, resident_after_queue
+from gateway.scheduler.cost import (
+    can_run,
+    idle_order,
+    is_warm,
+    models_of,
+    resident_after_queue,
+    with_job,
+)
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 
 PATIENCE_S = 1.5
 PRESSURE_PER_JOB = 10.0
-
-
-def _take(worker: WorkerView, job: JobView) -> WorkerView:
-    return replace(
-        worker,
-        free_slots=worker.free_slots - 1,
-        outstanding=worker.outstanding + 1,
-        queued=(*worker.queued, models_of(job)),
-    )
-
-
-def _idle_order(worker: WorkerView) -> tuple[int, float, str]:
-    """Idle workers first, the longest idle first (SwarmUI's `last_used` preference)."""
-    idle_since = worker.idle_since_s if worker.idle_since_s is not None else float("inf")
-    return (worker.outstanding, idle_since, worker.name)
 
 
 def _warm_pass(snapshot: Snapshot, workers: dict[str, WorkerView]) -> list[Assignment]:
@@ -46,7 +38,7 @@ def _warm_pass(snapshot: Snapshot, workers: dict[str, WorkerView]) -> list[Assig
         ]
         if holders:
             worker = min(holders, key=lambda w: (w.outstanding, w.name))
-            workers[worker.name] = _take(worker, job)
+            workers[worker.name] = with_job(worker, job)
             out.append(Assignment(job.job_id, worker.name))
     return out
 
@@ -70,7 +62,7 @@ def _load_target(job: JobView, workers: dict[str, WorkerView]) -> WorkerView | N
         for w in workers.values()
         if w.free_slots > 0 and can_run(job, w) and not is_warm(job, resident_after_queue(w))
     ]
-    return min(targets, key=_idle_order) if targets else None
+    return min(targets, key=idle_order) if targets else None
 
 
 @dataclass(frozen=True)
@@ -90,7 +82,7 @@ class SwarmLikePolicy:
             worker = _load_target(oldest, workers)
             if worker is not None:
                 # The loading worker is reserved for the load: nothing else this round.
-                workers[worker.name] = replace(_take(worker, oldest), free_slots=0)
+                workers[worker.name] = replace(with_job(worker, oldest), free_slots=0)
                 out.append(Assignment(oldest.job_id, worker.name))
         return out
 
