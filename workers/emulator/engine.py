@@ -23,7 +23,7 @@ from workers.comfy.catalog import Catalog
 from workers.comfy.graph import node_signatures
 from workers.emulator import events
 from workers.emulator.costmodel import CostModel
-from workers.emulator.execution import PromptRun
+from workers.emulator.promptrun import PromptRun
 from workers.emulator.faults import Faults
 from workers.emulator.files import Dirs
 from workers.emulator.nodecache import NodeCache

@@ -20,7 +20,7 @@ from workers.comfy.messages import EventKind
 from workers.comfy.workflow import sampler_nodes
 from workers.emulator import events
 from workers.emulator.faults import PromptFaults
-from workers.emulator.nodes import MODEL_FILE_INPUTS, format_input
+from workers.emulator.nodeoutputs import MODEL_FILE_INPUTS, format_input
 from workers.emulator.profiles import family_of
 from workers.emulator.progress import ProgressRegistry
 from workers.emulator.promptqueue import QueueItem

@@ -23,7 +23,7 @@ from workers.comfy.catalog import Catalog
 from workers.emulator import images
 from workers.emulator.costmodel import CostModel, LoadTier
 from workers.emulator.files import Dirs, SavePathError, save_path
-from workers.emulator.nodes import (
+from workers.emulator.nodeoutputs import (
     LoadedFile,
     Picture,
     Role,
