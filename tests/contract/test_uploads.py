@@ -107,7 +107,7 @@ async def test_an_uploaded_image_can_be_loaded_by_a_prompt(
     assert image.size == (8, 8)
 
 
-# The emulator draws every picture as a flat tint of the right size (workers/emulator/nodeoutputs.py).
+# The emulator draws every picture as a flat tint of the right size (emulator/nodeoutputs.py).
 @pytest.mark.comfyui
 async def test_a_loaded_upload_is_saved_pixel_for_pixel(
     http: httpx.AsyncClient, prefix: str

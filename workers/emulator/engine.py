@@ -23,12 +23,12 @@ from workers.comfy.catalog import Catalog
 from workers.comfy.graph import node_signatures
 from workers.emulator import events
 from workers.emulator.costmodel import CostModel
-from workers.emulator.promptrun import PromptRun
 from workers.emulator.faults import Faults
 from workers.emulator.files import Dirs
 from workers.emulator.nodecache import NodeCache
 from workers.emulator.profiles import family_of
 from workers.emulator.promptqueue import PromptQueue, QueueItem
+from workers.emulator.promptrun import PromptRun
 from workers.emulator.residency import Residency
 from workers.emulator.work import FILE_IMAGE_LOADERS, Instance, NodeWork, WorkContext, WorkOptions
 
