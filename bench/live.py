@@ -7,9 +7,9 @@ with), its embedded Redis, every worker a real emulator process, at `--time-scal
 all-warm capacity) is replayed at the same scale from one WebSocket client; latencies are
 read on the client and converted back to unscaled seconds. A load is a job whose loader node
 ran (not listed by `execution_cached`). The simulator runs the same jobs with the gateway's
-dispatch (every policy late-bound, 2 slots per worker: one running, one prefetched).
+dispatch and, by default, with speeds learned online as the gateway learns them.
 
-    python -m bench.live [--jobs 300] [--time-scale 0.2] [--out bench/results/live.md]
+    python -m bench.live [--jobs 300] [--seeds 0,1,2] [--time-scale 0.2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from bench.sim.farm import parse_farm
 from bench.sim.metrics import SLO_FACTOR, SLO_SLACK_S, summarise
 from bench.sim.scenario import Scenario, build_policy, cards_of, initial_models, trace
 from bench.sim.trace import SimJob, catalogue
+from gateway.scheduler.policy import slots_per_worker
 from workers.ports import free_port
 from workers.process import ChildProcess
 from workers.warmup import LATENT, LOADER, SAMPLER, warmup_prompt
@@ -210,15 +211,17 @@ async def run_live(scenario: Scenario, policy: str, scale: float, budget_s: floa
     return measure(replay, scenario, scale)
 
 
-def sim_row(scenario: Scenario, policy: str) -> Measured:
-    """The simulator on the same jobs, every policy late-bound with the gateway's 2 slots."""
+def sim_row(scenario: Scenario, policy: str, learned: bool) -> Measured:
+    """The simulator on the same jobs with the gateway's dispatch: late binders get 2 slots per
+    worker (one running, one prefetched), early binders an unlimited queue; `learned`: the
+    policies see speeds learned online from the warm-up on, as the gateway's do."""
     cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
     jobs = trace(scenario)
     families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
-    config = SimConfig()
-    sim = Simulator(
-        build_policy(policy), cards, families, initial_models(scenario), config, config.slots
-    )
+    config = SimConfig(learned_speeds=learned)
+    chosen = build_policy(policy)
+    slots = slots_per_worker(chosen, config.slots)
+    sim = Simulator(chosen, cards, families, initial_models(scenario), config, slots)
     result = sim.run(jobs)
     summary = summarise(result, [warm_best_s(cards, job.shape) for job in jobs])
     return Measured(
@@ -228,6 +231,18 @@ def sim_row(scenario: Scenario, policy: str) -> Measured:
         p95_s=summary.p95_s,
         loads_per_100=summary.loads_per_100,
         goodput_per_s=summary.goodput_per_s,
+    )
+
+
+def mean(runs: Sequence[Measured]) -> Measured:
+    """The mean of each measure over runs (seeds); an unfinished run's infinite p95 stays."""
+    return Measured(
+        jobs=sum(r.jobs for r in runs),
+        finished=sum(r.finished for r in runs),
+        p50_s=float(np.mean([r.p50_s for r in runs])),
+        p95_s=float(np.mean([r.p95_s for r in runs])),
+        loads_per_100=float(np.mean([r.loads_per_100 for r in runs])),
+        goodput_per_s=float(np.mean([r.goodput_per_s for r in runs])),
     )
 
 
@@ -283,28 +298,44 @@ def agreement(rows: Sequence[tuple[str, Measured, Measured]]) -> str:
 
 
 async def run(args: argparse.Namespace) -> str:
-    scenario = Scenario(jobs=args.jobs, load=args.load, seed=args.seed)
-    span_s = trace(scenario)[-1].arrival_s
-    rows = []
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    rows, bounded = [], []
     for policy in [*args.policies.split(","), BOUNDED]:
-        budget_s = args.budget_s if policy == BOUNDED else span_s * args.time_scale * 20 + 120
-        began = time.monotonic()
-        live = await run_live(scenario, policy, args.time_scale, budget_s)
-        print(f"{policy}: {live} in {time.monotonic() - began:.0f} s", file=sys.stderr)
-        rows.append((policy, live, sim_row(scenario, policy)))
-    bounded = rows[-1][1]
+        live_runs, sim_runs = [], []
+        for seed in seeds:
+            scenario = Scenario(jobs=args.jobs, load=args.load, seed=seed)
+            span_s = trace(scenario)[-1].arrival_s
+            budget_s = args.budget_s if policy == BOUNDED else span_s * args.time_scale * 20 + 120
+            began = time.monotonic()
+            live = await run_live(scenario, policy, args.time_scale, budget_s)
+            took_s = time.monotonic() - began
+            print(f"{policy} seed {seed}: {live} in {took_s:.0f} s", file=sys.stderr)
+            live_runs.append(live)
+            sim_runs.append(sim_row(scenario, policy, learned=not args.known_speeds))
+        if policy == BOUNDED:
+            bounded = live_runs
+        rows.append((policy, mean(live_runs), mean(sim_runs)))
+    knowledge = (
+        "the speeds fitted to the true costs (`--known-speeds`)"
+        if args.known_speeds
+        else "speeds learned online from the warm-up's speed probe on, as the gateway's are"
+    )
     notes = (
-        f"{args.jobs} jobs of the standard trace (2 h200 + 2 rtx4070ti, classic cache, K = 8: 4 "
-        f"SD1.5 + 4 SDXL, Zipf s = 1, Poisson at {args.load:.0%} of the all-warm capacity, seed "
-        f"{args.seed}; {span_s:.0f} s of arrivals), replayed at time scale {args.time_scale} "
-        "through `comfy-gateway serve` (one farm file, four emulator processes, embedded "
-        "Redis); latencies in unscaled seconds. Goodput: jobs finished within 2 x their warm "
-        "time on the fastest card + 10 s, per second. The simulator runs the same jobs with the "
-        "gateway's dispatch: every policy late-bound, at most 2 jobs per worker (one running, "
-        "one prefetched); `sim_standard.md` runs its early-binding baselines (round_robin, "
-        "ect_greedy) with an unlimited queue per worker instead.\n\n"
-        f"{BOUNDED} ran within a {args.budget_s:.0f} s wall budget: {bounded.finished} of "
-        f"{bounded.jobs} finished, backlog {bounded.jobs - bounded.finished} jobs at the end."
+        f"Means over seeds {args.seeds} of {args.jobs} jobs each of the standard trace (2 h200 + "
+        "2 rtx4070ti, classic cache, K = 8: 4 SD1.5 + 4 SDXL, Zipf s = 1, Poisson at "
+        f"{args.load:.0%} of the all-warm capacity), replayed at time scale {args.time_scale} "
+        "through `comfy-gateway serve` (one farm file, four emulator processes, embedded Redis); "
+        "latencies in unscaled seconds. Goodput: jobs finished within 2 x their warm time on the "
+        "fastest card + 10 s, per second. The simulator runs the same jobs with the gateway's "
+        "dispatch (late binders hold 2 jobs per worker, one running and one prefetched; the "
+        "early binders, ect_greedy and round_robin, send each job to a worker's queue on "
+        f"arrival) and with {knowledge}.\n\n"
+        f"{BOUNDED} ran within a {args.budget_s:.0f} s wall budget per seed: "
+        + "; ".join(
+            f"seed {seed}: {r.finished} of {r.jobs} finished, backlog {r.jobs - r.finished}"
+            for seed, r in zip(seeds, bounded, strict=True)
+        )
+        + "."
     )
     return "\n\n".join([table(rows), agreement(rows[:-1]), notes])
 
@@ -314,7 +345,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=300)
     parser.add_argument("--time-scale", dest="time_scale", type=float, default=0.2)
     parser.add_argument("--load", type=float, default=0.8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0", help="comma-separated trace seeds")
+    parser.add_argument(
+        "--known-speeds",
+        dest="known_speeds",
+        action="store_true",
+        help="the simulator's policies know every speed (default: they learn them online)",
+    )
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--budget-s", dest="budget_s", type=float, default=60.0)
     parser.add_argument("--out", type=Path, default=None)

@@ -131,6 +131,7 @@ async def _resources(
         supervisor=workers.supervisor,
         telemetry=telemetry,
         interrupt_grace_s=settings.interrupt_grace_s,
+        time_scale=settings.time_scale,
     )
 
     async def accepted(job: NewJob) -> None:

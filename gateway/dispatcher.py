@@ -1,5 +1,7 @@
 """Late binding: when a worker of this node has a free slot, give it the next job.
 
+(The early-binding baselines get a slot per job, so each job goes to its worker on arrival.)
+
 The mechanics live here: take a snapshot of the waiting jobs and the free workers, ask the
 pure placement policy, claim each chosen job atomically in Redis (another node may have
 taken it), and send it. The policy never sees Redis or HTTP.
@@ -23,7 +25,7 @@ from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
 from gateway.scheduler import cost
 from gateway.scheduler.demand import rates_at
-from gateway.scheduler.policy import Policy
+from gateway.scheduler.policy import Policy, slots_per_worker
 from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from workers.client import WorkerNoAnswer, WorkerRejected, WorkerUnreachable
 
@@ -47,7 +49,8 @@ class Dispatcher:
         self.links = links
         self.policy = policy
         self.hub = hub
-        self.capacity = capacity
+        self.capacity = slots_per_worker(policy, capacity)
+        """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
         self.window = window
         self.poll_s = poll_s
         self.clock = clock

@@ -20,11 +20,18 @@ from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Links, WorkerLink, WorkerState
+from gateway.memory import Memory
 from gateway.models import JobRecord, JobState
 from gateway.recovery import Found, Recovery, probe
 from gateway.relay import Relay
 from gateway.scheduler.policy import Policy
-from gateway.status import display_state, supervision_fields, telemetry_fields, vram_of
+from gateway.status import (
+    display_state,
+    learned_fields,
+    supervision_fields,
+    telemetry_fields,
+    vram_of,
+)
 from gateway.supervision import Supervision
 from gateway.validation import FarmCatalog
 from gateway.watchdog import Watchdog
@@ -55,6 +62,7 @@ class Farm:
         supervisor: Supervisor | None = None,
         telemetry: Telemetry | None = None,
         interrupt_grace_s: float = 10.0,
+        time_scale: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -93,6 +101,14 @@ class Farm:
             node=node,
             clock=clock,
         )
+        self.memory = Memory(
+            store.redis,
+            store.keys,
+            node=node,
+            now_ms=store.now_ms,
+            time_scale=time_scale,
+            telemetry=telemetry,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._relays: dict[str, asyncio.Task[None]] = {}
 
@@ -101,6 +117,8 @@ class Farm:
         return self.supervision.draining
 
     async def start(self) -> None:
+        # Before the warm-ups are taken in: a probe observes into a restored estimate.
+        await self.memory.restore(self.links)
         for link in self.links:
             if link.handle.ready:
                 await self._refresh_object_info(link)
@@ -108,6 +126,7 @@ class Farm:
             asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
             asyncio.create_task(self.recovery.run(), name="recovery"),
             asyncio.create_task(self._heartbeat(), name="registry"),
+            tasks.spawn("learned-memory", lambda: self.memory.run(self.links)),
         ]
         for link in self.links:
             self._start_relay(link)
@@ -135,6 +154,7 @@ class Farm:
         await self.dispatcher.stop()
         await self.recovery.stop()
         await self._stop_workers()
+        await self.memory.save(self.links)
         for link in self.links:
             link.state = WorkerState.DISCONNECTED
         with contextlib.suppress(Exception):
@@ -231,6 +251,7 @@ class Farm:
             "heartbeat_ms": now_ms,
             **supervision_fields(status),
             "telemetry": telemetry_fields(snapshot, handle.spec.gpu_indices),
+            "learned": learned_fields(link),
         }
 
     async def registry(self) -> list[dict[str, Any]]:

@@ -42,6 +42,11 @@ class Keys:
         return f"{self.prefix}:workers"
 
     @property
+    def learned(self) -> str:
+        """HASH worker name -> JSON of what was learned about it (`gateway.memory`)."""
+        return f"{self.prefix}:learned"
+
+    @property
     def events(self) -> str:
         """Pub/sub channel carrying every client-bound frame (see gateway.events)."""
         return f"{self.prefix}:events"

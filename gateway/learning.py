@@ -5,16 +5,19 @@ Pure: every function returns new values. The relay times each prompt's nodes fro
 (loader nodes = load, everything else = the warm run) and `learn` folds that into the worker's
 `Knowledge`:
 
-- speed per model family (`gateway.scheduler.speed`: seeded by the first warm job of a family,
-  then observed), from the seconds of a job that loaded nothing, as the simulator learns them;
+- speed per model family (`gateway.scheduler.speed`: seeded by the warm-up's speed probe, or
+  else by the first warm job of a family, then observed), from the seconds of a job that loaded
+  nothing, as the simulator learns them;
 - load seconds per model key (and per family, for keys never loaded there) from jobs that
   loaded: their loader nodes plus what the rest took beyond a warm run (the copy to VRAM
   happens in the sampler); the warm-up seeds them (`gateway.supervision`);
 - residency (`gateway.scheduler.residency`): the prompt's models become the most recent,
   corrected by `execution_cached` (a cached loader = resident) and by load-phase timing.
 
-The warm-up's sample phase is no speed measurement (it holds the copy to VRAM and CUDA's
-first use, `workers.warmup.WarmupResult`), so speeds start from real jobs.
+The warm-up's own sample phase is no speed measurement (it holds the copy to VRAM and CUDA's
+first use, `workers.warmup.WarmupResult`); the speed probe run right after it (a warm job at
+the family's native size, `workers.warmup.probe_prompt`) is, and `gateway.supervision` seeds
+the family's speed with it.
 """
 
 from __future__ import annotations
@@ -27,28 +30,34 @@ from typing import Any
 from gateway.scheduler import cost, demand, residency
 from gateway.scheduler import speed as learned
 from gateway.scheduler.snapshot import JobView, WorkerView
+from workers.comfy.families import family_of
 from workers.comfyargs import checkpoints_fitting, plan_launch
+
+__all__ = [
+    "LOADED_FRACTION",
+    "LOAD_SMOOTHING",
+    "SEEN_LIMIT",
+    "Arrivals",
+    "Finished",
+    "Knowledge",
+    "NodeClock",
+    "arrived",
+    "believed_after",
+    "cache_slots",
+    "family_of",
+    "finished",
+    "is_loader",
+    "learn",
+    "loading_s",
+    "on_cached",
+    "on_executing",
+    "outstanding_s",
+    "speed_views",
+]
 
 LOAD_SMOOTHING = 0.5
 """Weight of a new load measurement against the estimate so far."""
 LOADED_FRACTION = residency.LOADED_FRACTION
-FAMILY_PATTERNS = (
-    ("flux", "flux"),
-    ("sd3", "sd3"),
-    ("sdxl", "sdxl"),
-    ("sd_xl", "sdxl"),
-    ("pony", "sdxl"),
-    ("xl", "sdxl"),
-)
-"""Substrings of a checkpoint file name (lowercase), first match wins; else "sd15"."""
-
-
-def family_of(checkpoint: str | None) -> str:
-    """The model family a checkpoint's file name suggests ("unknown" without a checkpoint)."""
-    if not checkpoint:
-        return "unknown"
-    lowered = checkpoint.lower()
-    return next((family for pattern, family in FAMILY_PATTERNS if pattern in lowered), "sd15")
 
 
 def cache_slots(args: Sequence[str], vram_total_mib: float | None, *, launched: bool) -> int:

@@ -46,6 +46,16 @@ class Held:
     """Its node times from `executing` transitions, once it started here."""
 
 
+@dataclass(frozen=True)
+class Restored:
+    """The saved learned state a link started from (`gateway.memory`)."""
+
+    node: str
+    """The gateway node that saved it."""
+    saved_at_ms: int
+    restored_at_ms: int
+
+
 @dataclass
 class WorkerLink:
     """One worker owned by this gateway node."""
@@ -69,6 +79,9 @@ class WorkerLink:
     """(free, total) MiB of its card from telemetry; None without NVML."""
     speed_book: Mapping[str, SpeedEstimate] = field(default_factory=dict)
     """Speed estimates by model family, learned from its finished jobs."""
+    lessons: int = 0
+    """Finished jobs learned from on this node: the memory saves the link when it moved."""
+    restored: Restored | None = None
 
     @property
     def cache_slots(self) -> int:
@@ -82,6 +95,7 @@ class WorkerLink:
         before = Knowledge(self.speed_book, self.load_s, self.resident)
         after = learn(before, done, self.cache_slots)
         self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
+        self.lessons += 1
 
     @property
     def name(self) -> str:

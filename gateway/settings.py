@@ -25,6 +25,7 @@ from workers.logs import MIB
 from workers.managed import SupervisionSettings
 from workers.restart import RestartSettings
 from workers.telemetry import parse_gpu_slots
+from workers.warmup import PROBE_STEPS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_EMULATED = 2
@@ -140,6 +141,8 @@ class Settings(BaseSettings):
     interrupt_grace_s: float = 10.0
     worker_start_timeout_s: float = 300.0
     warmup_timeout_s: float = 600.0
+    warmup_probe_steps: int = PROBE_STEPS
+    """Steps of the speed probe run after each warm-up to seed the worker's speed (0: none)."""
     drain_grace_s: float = 30.0
     stop_grace_s: float = 10.0
     restart: RestartConfig = Field(default_factory=RestartConfig)
@@ -170,6 +173,13 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("warmup_probe_steps")
+    @classmethod
+    def _probe_steps(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"warmup_probe_steps must be 0 (no speed probe) or more, got {value}")
+        return value
+
     @model_validator(mode="after")
     def _unique_worker_names(self) -> Settings:
         names = [worker.name for worker in self.workers]
@@ -186,6 +196,7 @@ class Settings(BaseSettings):
         return SupervisionSettings(
             start_timeout_s=self.worker_start_timeout_s,
             warmup_timeout_s=self.warmup_timeout_s,
+            warmup_probe_steps=self.warmup_probe_steps,
             stop_grace_s=self.stop_grace_s,
             interval_s=self.supervise_interval_s,
             restart=self.restart.policy(),

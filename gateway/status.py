@@ -39,6 +39,8 @@ def supervision_fields(status: WorkerStatus | None) -> dict[str, Any]:
                 "checkpoint": result.checkpoint,
                 "seconds": round(result.seconds, 3),
                 "phase_s": {str(k): round(v, 3) for k, v in result.phase_s.items()},
+                "probe_units": _rounded(result.probe_units),
+                "probe_s": _rounded(result.probe_s),
             }
             for result in status.warmups
         ],
@@ -84,3 +86,35 @@ def vram_of(
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+def learned_fields(link: WorkerLink) -> dict[str, Any]:
+    """What the gateway learned of the worker: per model family its speed, fixed seconds and
+    the jobs observed; load seconds by model key (or family); the models believed in VRAM; and
+    whether it started from a state saved before (`gateway.memory`)."""
+    restored = link.restored
+    return {
+        "families": {
+            family: {
+                "units_per_s": _significant(1.0 / est.per_unit_s) if est.per_unit_s > 0 else None,
+                "fixed_s": _significant(est.fixed_s),
+                "observations": est.observations,
+            }
+            for family, est in sorted(link.speed_book.items())
+        },
+        "load_s": {key: round(value, 3) for key, value in sorted(link.load_s.items())},
+        "resident": list(link.resident),
+        "restored": restored is not None,
+        "restored_from": None
+        if restored is None
+        else {
+            "node": restored.node,
+            "saved_at_ms": restored.saved_at_ms,
+            "restored_at_ms": restored.restored_at_ms,
+        },
+    }
+
+
+def _significant(value: float) -> float:
+    """Four significant digits: emulated workers' seconds are small."""
+    return float(f"{value:.4g}")

@@ -3,8 +3,9 @@
 The supervisor (`workers.supervisor`) only emits events; this consumer only reacts. An exit
 sends every job the worker held back to the queue (its process is gone, so it holds none: the
 probe finds it unreachable), counted as a failed attempt unless an operator asked for the exit.
-A ready worker seeds the scheduler's load estimates with its warm-up timings and wakes the
-dispatcher. Draining (an operator's, or the whole node's on shutdown) lives here too.
+A ready worker seeds the scheduler's load estimates with its warm-up timings and its speeds with
+the warm-up's speed probes, and wakes the dispatcher. Draining (an operator's, or the whole
+node's on shutdown) lives here too.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from gateway.jobs import JobStore
 from gateway.learning import family_of
 from gateway.links import Links, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from gateway.recovery import Recovery
+from gateway.scheduler import speed as learned
 from workers.client import WorkerError
 from workers.lifecycle import LifecycleKind, Phase, WorkerEvent
 from workers.supervisor import Supervisor
@@ -30,6 +32,26 @@ log = logging.getLogger(__name__)
 
 STALE_REGISTRY_MS = 10_000
 """A worker record older than this is not taken as another node serving."""
+
+
+def probed(
+    book: Mapping[str, learned.SpeedEstimate], result: WarmupResult
+) -> Mapping[str, learned.SpeedEstimate]:
+    """The speed book once `result`'s speed probe (a warm job) is taken in: it seeds its
+    family's estimate, or is one more observation of an estimate already there (restored, or
+    probed on an earlier checkpoint of the family)."""
+    family = family_of(result.checkpoint)  # the family its jobs are learned under
+    if result.probe is None or family == "unknown":
+        return book
+    units, seconds = result.probe
+    if units <= 0 or seconds <= 0:
+        return book
+    known = book.get(family)
+    if known is None:
+        estimate = learned.seed(units, seconds)
+    else:
+        estimate = learned.observe(known, units, seconds)
+    return {**book, family: estimate}
 
 
 class Supervision:
@@ -88,15 +110,18 @@ class Supervision:
         await self.release(link, job_ids, failed=event.failure)
 
     def seed(self, link: WorkerLink, warmups: tuple[WarmupResult, ...]) -> None:
-        """The warm-up's cold timings seed the load estimates; its last checkpoint is loaded."""
+        """The warm-up's cold timings seed the load estimates, its speed probes the speeds;
+        its last checkpoint is loaded."""
         for result in warmups:
             load_s = result.load_s if result.load_s is not None else result.seconds
             link.load_s[result.checkpoint] = load_s
             # Until a checkpoint of the family loads here, its load is guessed from this one.
             link.load_s.setdefault(family_of(result.checkpoint), load_s)
+            link.speed_book = probed(link.speed_book, result)
         if warmups:
             last = warmups[-1].checkpoint
             link.last_checkpoint, link.resident = last, (last,)
+            link.lessons += 1  # worth keeping (gateway.memory saves what changed)
 
     async def release(self, link: WorkerLink, job_ids: set[str], *, failed: bool) -> None:
         """Settle jobs of a worker whose process is gone: finished ones are recorded, the rest

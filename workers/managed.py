@@ -32,7 +32,7 @@ from workers.restart import (
     next_restart,
     prune_history,
 )
-from workers.warmup import WarmupResult
+from workers.warmup import PROBE_STEPS, WarmupResult
 
 if TYPE_CHECKING:
     from workers.supervisor import WorkerHandle
@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 READY_PATH = "/prompt"
 
 ReadyProbe = Callable[[str], Awaitable[bool]]
-Warmer = Callable[[ComfyClient, str, float], Awaitable[WarmupResult]]
+Warmer = Callable[[ComfyClient, str, float, int], Awaitable[WarmupResult]]
+"""(client, checkpoint, timeout_s, probe_steps) -> the warm-up's timings."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class SupervisionSettings:
 
     start_timeout_s: float = 300.0
     warmup_timeout_s: float = 600.0
+    warmup_probe_steps: int = PROBE_STEPS
+    """Steps of the speed probe after each warm-up (0: no probe)."""
     stop_grace_s: float = 10.0
     interval_s: float = 0.25
     restart: RestartSettings = DEFAULT_SETTINGS
@@ -148,7 +151,9 @@ class ManagedWorker:
         self.phase = Phase.WARMING
         results = []
         for checkpoint in self.preload:
-            result = await warmer(self.client, checkpoint, settings.warmup_timeout_s)
+            result = await warmer(
+                self.client, checkpoint, settings.warmup_timeout_s, settings.warmup_probe_steps
+            )
             log.info("worker %s warmed %s in %.2fs", self.name, checkpoint, result.seconds)
             results.append(result)
         return tuple(results)

@@ -71,8 +71,10 @@ def emulated_vram(spec: WorkerSpec) -> float | None:
         return None
 
 
-async def _warm(client: ComfyClient, checkpoint: str, timeout_s: float) -> WarmupResult:
-    return await warm_up(client, checkpoint, timeout_s=timeout_s)
+async def _warm(
+    client: ComfyClient, checkpoint: str, timeout_s: float, probe_steps: int
+) -> WarmupResult:
+    return await warm_up(client, checkpoint, timeout_s=timeout_s, probe_steps=probe_steps)
 
 
 class Supervisor:

@@ -210,10 +210,12 @@ def _learned(args: argparse.Namespace, command: str) -> None:
         )
     ]
     note = (
-        "Learned: `gateway.scheduler.speed`, seeded by one 20-step warm-up job per family and "
-        "fed every finished job's warm seconds. Fitted: a least-squares fit of the same model "
-        "(fixed + work / speed) to the true warm times of the trace's job shapes. Load times are "
-        "the true expected ones for the tier a model would load from, in both."
+        "Learned: `gateway.scheduler.speed`, seeded as the gateway's warm-up seeds it (a speed "
+        "probe of each worker's first checkpoint; other families from their first warm job) and "
+        "fed every warm job's seconds (jobs that loaded teach no speed). Fitted: a least-squares "
+        "fit of the same model (fixed + work / speed) to the true warm times of the trace's job "
+        "shapes. Load times are the true expected ones for the tier a model would load from, in "
+        "both."
     )
     rp.write(
         "sim_learned.md", command, "Learned against fitted speeds", [note, rp.table(header, body)]

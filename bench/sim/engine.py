@@ -8,8 +8,8 @@ as the gateway's dispatcher would and applies the policy's assignments, checking
 contract (free slots, eligibility, no job twice).
 
 Late-binding policies get `slots` per worker (one running plus one prefetched, as the gateway);
-the early-binding baselines get an unlimited local queue, as a proxy that forwards each job to a
-ComfyUI queue on arrival.
+the early-binding baselines get an unlimited local queue, as the gateway gives them
+(`gateway.scheduler.policy.slots_per_worker`): each job goes to a ComfyUI queue on arrival.
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ from gateway.scheduler.policy import Policy
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from workers.emulator.costmodel import JobShape, LoadTier, job_phases
 from workers.emulator.residency import Residency
-
-EARLY_BINDING = frozenset({"round_robin", "random", "least_outstanding", "ect_greedy", "sticky"})
-UNLIMITED = 1_000_000
+from workers.warmup import PROBE_STEPS, native_size_px, probe_work_units
 
 
 class ContractError(AssertionError):
@@ -57,8 +55,9 @@ class SimConfig:
     demand_half_life_s: float = 60.0
     stall_s: float = 600.0
     learned_speeds: bool = False
-    """Give policies speeds learned online (`gateway.scheduler.speed`, seeded by one warm-up
-    job per family) instead of the least-squares fit to the true costs."""
+    """Give policies speeds learned online (`gateway.scheduler.speed`, seeded as the gateway's
+    warm-up seeds them: one speed probe of each worker's first checkpoint) instead of the
+    least-squares fit to the true costs."""
 
 
 @dataclass
@@ -303,9 +302,6 @@ def job_view(job: SimJob) -> JobView:
     )
 
 
-WARM_UP = {"sd15": (20, 512, 512), "sdxl": (20, 1024, 1024)}
-
-
 def _worker(
     card: Card, initial: str | None, catalogue: dict[str, str], config: SimConfig
 ) -> WorkerState:
@@ -315,22 +311,36 @@ def _worker(
         residency.touch(initial, catalogue[initial])
     if config.learned_speeds:
         state = WorkerState(card, residency, last_checkpoint=initial)
-        for family, (steps, width, height) in WARM_UP.items():
-            shape = JobShape("", family, steps, width, height)
-            state.book[family] = learned.seed(steps * shape.megapixels, card.warm_s(shape))
+        if initial:
+            state.book[catalogue[initial]] = probe_estimate(card, catalogue[initial])
         _publish(state)
         return state
     fitted = dict(card.speed), dict(card.fixed_s)
     return WorkerState(card, residency, last_checkpoint=initial, speed=fitted[0], fixed_s=fitted[1])
 
 
+def probe_estimate(card: Card, family: str) -> learned.SpeedEstimate:
+    """What the gateway's warm-up speed probe (`workers.warmup.probe_prompt`) seeds: one warm
+    job of `PROBE_STEPS` at the family's native size. Other families stay unknown until a job
+    of theirs runs, as in the gateway (`cost.speed_of` then uses the known families' mean)."""
+    side = native_size_px(family)
+    shape = JobShape("", family, PROBE_STEPS, side, side)
+    return learned.seed(probe_work_units(family), card.warm_s(shape))
+
+
 def learn(worker: WorkerState, record: JobRecord) -> None:
-    """Feed a finished job's warm seconds (its load excluded) to the worker's estimates."""
-    family = record.job.shape.family
-    if family in worker.book:
-        estimate = worker.book[family]
-        worker.book[family] = learned.observe(estimate, record.job.work_units, record.run_s)
-        _publish(worker)
+    """Feed a finished job's warm seconds to the worker's estimates, as `gateway.learning`
+    does: only a job that loaded nothing teaches speed (a load's copy to VRAM happens in the
+    sampler), and the first warm job of a family seeds it."""
+    if record.loaded:
+        return
+    family, units = record.job.shape.family, record.job.work_units
+    estimate = worker.book.get(family)
+    if estimate is None:
+        worker.book[family] = learned.seed(units, record.run_s)
+    else:
+        worker.book[family] = learned.observe(estimate, units, record.run_s)
+    _publish(worker)
 
 
 def _publish(worker: WorkerState) -> None:

@@ -8,12 +8,12 @@ from functools import cache
 
 from bench.sim.bounds import batch_lower_bound_s, capacity_per_s, warm_best_s
 from bench.sim.costs import Card, make_card
-from bench.sim.engine import EARLY_BINDING, UNLIMITED, SimConfig, Simulator
+from bench.sim.engine import SimConfig, Simulator
 from bench.sim.farm import parse_farm
 from bench.sim.metrics import Summary, summarise
 from bench.sim.trace import SimJob, batch, bursty, catalogue, mix, poisson, sessions
 from gateway.scheduler import affinity
-from gateway.scheduler.policy import Policy, make_policy
+from gateway.scheduler.policy import Policy, make_policy, slots_per_worker
 
 ARRIVALS = ("poisson", "bursty", "session", "batch")
 
@@ -102,11 +102,9 @@ def simulate(scenario: Scenario, policy_name: str, config: SimConfig = DEFAULT_C
     jobs = trace(scenario)
     models = catalogue(scenario.k, scenario.zipf_s)
     initial = initial_models(scenario)
-    base = policy_name.partition("[")[0]
-    slots = UNLIMITED if base in EARLY_BINDING else config.slots
-    sim = Simulator(
-        build_policy(policy_name), cards, {m.name: m.family for m in models}, initial, config, slots
-    )
+    policy = build_policy(policy_name)
+    slots = slots_per_worker(policy, config.slots)
+    sim = Simulator(policy, cards, {m.name: m.family for m in models}, initial, config, slots)
     began = time.perf_counter()
     result = sim.run(jobs)
     wall = time.perf_counter() - began

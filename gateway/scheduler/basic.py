@@ -1,7 +1,9 @@
 """Three simple placement policies: round robin, least outstanding, and sticky by checkpoint.
 
 They walk the waiting jobs in queue order and give each to an eligible worker with a free
-slot; they differ only in which worker. The full cost-based scheduler lives elsewhere.
+slot; they differ only in which worker. They bind early (`policy.EARLY_BINDING`): each job goes
+to its worker's queue on arrival, as a proxy in front of ComfyUI queues does. The full
+cost-based scheduler lives elsewhere.
 """
 
 from __future__ import annotations
@@ -88,6 +90,6 @@ class Sticky:
         return _least_outstanding(same or candidates)
 
 
-register("round_robin")(RoundRobin)
-register("least_outstanding")(LeastOutstanding)
-register("sticky")(Sticky)
+register("round_robin", early=True)(RoundRobin)
+register("least_outstanding", early=True)(LeastOutstanding)
+register("sticky", early=True)(Sticky)

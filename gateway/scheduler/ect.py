@@ -35,6 +35,6 @@ class EctGreedyPolicy:
         return in_queue_order(snapshot, best_worker)
 
 
-@register("ect_greedy")
+@register("ect_greedy", early=True)
 def make_ect_greedy() -> Policy:
     return EctGreedyPolicy()

@@ -24,14 +24,35 @@ class Policy(Protocol):
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {}
+EARLY_BINDING: set[str] = set()
+"""Policies that bind each job to a worker on arrival, as a proxy in front of ComfyUI queues
+does: the gateway sends a job as soon as its policy places it, with no limit per worker, and the
+worker's own queue holds the rest. The others bind late: a worker holds one running and
+`prefetch` waiting jobs, the rest wait in the gateway for the best free worker."""
+EARLY_CAPACITY = 100_000
+"""Jobs an early-binding policy may give one worker: no limit in practice."""
 
 
-def register(name: str) -> Callable[[Callable[[], Policy]], Callable[[], Policy]]:
+def register(
+    name: str, *, early: bool = False
+) -> Callable[[Callable[[], Policy]], Callable[[], Policy]]:
     def add(factory: Callable[[], Policy]) -> Callable[[], Policy]:
         POLICIES[name] = factory
+        if early:
+            EARLY_BINDING.add(name)
         return factory
 
     return add
+
+
+def binds_early(policy: Policy) -> bool:
+    return policy.name in EARLY_BINDING
+
+
+def slots_per_worker(policy: Policy, late_slots: int) -> int:
+    """Jobs one worker may hold under `policy`: `late_slots` (running + prefetched) when it binds
+    late, no limit when it binds early."""
+    return EARLY_CAPACITY if binds_early(policy) else late_slots
 
 
 class UnknownPolicyError(ValueError):

@@ -39,6 +39,6 @@ class RandomPolicy:
         return out
 
 
-@register("random")
+@register("random", early=True)
 def make_random() -> Policy:
     return RandomPolicy()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -311,3 +312,50 @@ async def test_accepted_jobs_survive_a_redis_crash(
         await _assert_ran_once(emulators, ids)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("policy", "early"), [("round_robin", True), ("affinity", False)])
+async def test_early_binders_send_every_job_on_arrival_late_binders_hold_back(
+    redis_url: str,
+    tmp_path: Path,
+    emulators: list[WorkerHandle],
+    farm_layout: FarmLayout,
+    policy: str,
+    early: bool,
+) -> None:
+    # Two workers, eight slow jobs: an early binder (a proxy in front of ComfyUI queues) sends
+    # all of them at once; a late binder keeps all but 1 + prefetch per worker in the gateway.
+    settings = gateway_settings(redis_url, tmp_path, policy=policy, prefetch=1)
+    two = as_external(emulators[:2])
+    async with running_gateway(settings, two, farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        slow = [txt2img(CHECKPOINTS[0], "eb", seed=j, steps=10000, size=1024) for j in range(8)]
+        ids = [await client.queue_prompt(p) for p in slow]
+        await _wait_for_state(client, ids[0], "running")
+        await asyncio.sleep(0.5)
+        jobs = [await client.job(p) for p in ids]
+        held = ("assigned", "running")
+        sent = Counter(job["worker"] for job in jobs if job["state"] in held)
+        try:
+            if early:
+                assert sum(sent.values()) == 8, jobs
+                assert sorted(sent.values()) == [4, 4], sent
+            else:
+                assert max(sent.values()) <= 2, sent
+                assert sum(sent.values()) <= 4, jobs
+        finally:
+            for job_id in ids:
+                await client.http.post("/interrupt", json={"prompt_id": job_id})
+            for job_id in ids:
+                await _wait_for_end(client, job_id)
+            await client.close()
+
+
+async def _wait_for_end(client: ComfyStyleClient, job_id: str) -> None:
+    for _ in range(200):
+        job = (await client.http.get(f"/gateway/jobs/{job_id}")).json()
+        if job["state"] not in ("pending", "assigned", "running"):
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"job {job_id} did not end after an interrupt")

@@ -26,6 +26,7 @@ class Context:
     """Seconds of work per worker (`backlog_s`)."""
     warm_load: Mapping[str, Mapping[frozenset[str], float]]
     """Seconds of warm waiting work per worker and model (`warm_loads`)."""
+    small_share: float = 0.0
 
     @property
     def now_s(self) -> float:
@@ -52,7 +53,20 @@ def context(
         warm_work=warm_work,
         backlog_s=backlog_s(snapshot),
         warm_load=warm_loads(lanes, groups),
+        small_share=small_share(lanes, groups, tuning.hold_jobs),
     )
+
+
+def small_share(lanes: Mapping[str, Lane], groups: Groups, hold_jobs: int) -> float:
+    total = sum(len(jobs) for jobs in groups.values())
+    if not total:
+        return 0.0
+    small = sum(
+        len(jobs)
+        for jobs in groups.values()
+        if jobs and len(jobs) < hold_jobs and not any(is_warm(jobs[0], l.resident) for l in lanes.values())
+    )
+    return small / total
 
 
 def groups_of(jobs: Sequence[JobView]) -> dict[frozenset[str], list[JobView]]:

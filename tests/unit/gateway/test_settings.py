@@ -104,3 +104,13 @@ def test_restart_settings_are_checked_and_reach_the_supervisor(tmp_path: Path) -
     assert supervision.restart.flap_exits == 4
     with pytest.raises(ValueError, match="backoff_factor"):
         Settings(restart={"backoff_factor": 0.5})
+
+
+def test_the_warm_up_probe_steps_reach_the_supervisor_and_may_be_turned_off() -> None:
+    assert Settings().supervision().warmup_probe_steps == 10
+    assert Settings(warmup_probe_steps=4).supervision().warmup_probe_steps == 4
+    assert Settings(warmup_probe_steps=0).supervision().warmup_probe_steps == 0
+    with pytest.raises(
+        ValueError, match=r"warmup_probe_steps must be 0 \(no speed probe\) or more"
+    ):
+        Settings(warmup_probe_steps=-1)

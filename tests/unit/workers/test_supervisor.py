@@ -71,6 +71,7 @@ class Farm:
         self.events: list[WorkerEvent] = []
         self.processes: dict[str, FakeProcess] = {}
         self.warm_fails: set[str] = set()
+        self.warmed: list[tuple[str, float, int]] = []
         restart = RestartSettings(
             backoff_initial_s=1, backoff_max_s=8, max_start_failures=2, flap_exits=3
         )
@@ -96,7 +97,10 @@ class Farm:
         self.clock.now_s += 0.1
         return True
 
-    async def warm(self, client: ComfyClient, checkpoint: str, timeout_s: float) -> WarmupResult:
+    async def warm(
+        self, client: ComfyClient, checkpoint: str, timeout_s: float, probe_steps: int
+    ) -> WarmupResult:
+        self.warmed.append((checkpoint, timeout_s, probe_steps))
         if checkpoint in self.warm_fails:
             raise WarmupError(f"warm-up of {checkpoint} failed: no such file")
         return WarmupResult(checkpoint, 2.0, None, {WarmupPhase.LOAD: 1.5})
@@ -186,6 +190,18 @@ async def test_a_failed_warm_up_is_a_failed_start(make_farm: MakeFarm) -> None:
     assert farm.kinds("a") == [K.SPAWNED, K.EXITED, K.RESTART_SCHEDULED]
     assert "no such file" in farm.events[1].reason
     assert not farm.supervisor.handles[0].ready
+
+
+async def test_the_warm_up_gets_its_timeout_and_probe_steps_from_the_settings(
+    make_farm: MakeFarm,
+) -> None:
+    farm = make_farm(
+        [spec("a", preload=("x.safetensors", "y.safetensors"))],
+        warmup_timeout_s=42.0,
+        warmup_probe_steps=0,
+    )
+    await farm.supervisor.start_all()
+    assert farm.warmed == [("x.safetensors", 42.0, 0), ("y.safetensors", 42.0, 0)]
 
 
 async def test_not_answering_by_the_deadline_is_a_failed_start(make_farm: MakeFarm) -> None:

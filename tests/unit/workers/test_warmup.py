@@ -9,12 +9,17 @@ import pytest
 
 from workers.comfy.catalog import Catalog
 from workers.comfy.validate import validate_prompt
+from workers.comfy.workflow import work_units
 from workers.warmup import (
     NODE_PHASES,
+    PROBE_STEPS,
     SEED_LIMIT,
     Phase,
     WarmupResult,
     phase_seconds,
+    probe_prompt,
+    probe_seconds,
+    probe_work_units,
     warmup_prompt,
 )
 
@@ -153,7 +158,107 @@ def test_a_result_without_phases_has_no_load_time() -> None:
     assert WarmupResult(CHECKPOINT, seconds=7.2).load_s is None
 
 
-@pytest.mark.parametrize(("seconds", "phase_s"), [(-0.1, {}), (1.0, {Phase.LOAD: -0.5})])
-def test_negative_times_are_refused(seconds: float, phase_s: dict[Phase, float]) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "phase_s", "probe_units", "probe_s"),
+    [
+        (-0.1, {}, None, None),
+        (1.0, {Phase.LOAD: -0.5}, None, None),
+        (1.0, {}, -2.6, 0.7),
+        (1.0, {}, 2.6, -0.7),
+    ],
+)
+def test_negative_times_are_refused(
+    seconds: float, phase_s: dict[Phase, float], probe_units: float | None, probe_s: float | None
+) -> None:
     with pytest.raises(ValueError, match="negative"):
-        WarmupResult(CHECKPOINT, seconds=seconds, phase_s=phase_s)
+        WarmupResult(CHECKPOINT, seconds, None, phase_s, probe_units, probe_s)
+
+
+@pytest.mark.parametrize(("probe_units", "probe_s"), [(2.6, None), (None, 0.7)])
+def test_a_probe_needs_both_its_units_and_its_seconds(
+    probe_units: float | None, probe_s: float | None
+) -> None:
+    with pytest.raises(ValueError, match="both"):
+        WarmupResult(CHECKPOINT, 1.0, probe_units=probe_units, probe_s=probe_s)
+
+
+def test_a_result_tells_its_probe_if_it_ran() -> None:
+    assert WarmupResult(CHECKPOINT, 1.0).probe is None
+    assert WarmupResult(CHECKPOINT, 1.0, probe_units=2.6, probe_s=0.7).probe == (2.6, 0.7)
+
+
+# -- the speed probe ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_probe_prompt_is_valid_for_comfyui(catalog: Catalog, family: str | None) -> None:
+    result = validate_prompt(probe_prompt(CHECKPOINT, family), catalog)
+
+    assert result.ok, result.response_body()
+    assert result.outputs == ["7"]
+
+
+@pytest.mark.parametrize(
+    ("family", "side_px"),
+    [
+        ("sd15", 512),
+        ("sdxl", 1024),
+        ("sd3", 1024),
+        ("flux", 1024),
+        ("unknown", 512),
+        ("a-family-nobody-knows", 512),
+        (None, 512),
+    ],
+)
+def test_the_probe_runs_the_familys_native_size(family: str | None, side_px: int) -> None:
+    nodes = by_class(probe_prompt(CHECKPOINT, family))
+
+    assert nodes["EmptyLatentImage"] == {"width": side_px, "height": side_px, "batch_size": 1}
+    assert nodes["KSampler"]["steps"] == PROBE_STEPS == 10
+
+
+def test_the_probe_is_the_warm_up_graph_with_its_own_size_steps_and_text() -> None:
+    probe = probe_prompt(CHECKPOINT, "flux", steps=4, seed=7)
+    warmup = warmup_prompt(CHECKPOINT, "flux", seed=7)
+
+    assert set(probe) == set(warmup) == set(NODE_PHASES)
+    assert {k: v["class_type"] for k, v in probe.items()} == {
+        k: v["class_type"] for k, v in warmup.items()
+    }
+    assert probe["1"] == warmup["1"]  # the loader: cached after the warm-up
+    assert probe["3"] == warmup["3"]  # the negative text: cached too, as for a warm job
+    assert probe["2"]["inputs"]["text"] != warmup["2"]["inputs"]["text"]
+    assert by_class(probe)["KSampler"]["steps"] == 4
+    assert by_class(probe)["KSampler"]["cfg"] == 1.0
+
+
+def test_every_probe_draws_a_fresh_seed() -> None:
+    seeds = {by_class(probe_prompt(CHECKPOINT))["KSampler"]["seed"] for _ in range(20)}
+
+    assert len(seeds) == 20
+
+
+@pytest.mark.parametrize("steps", [0, -3])
+def test_a_probe_without_steps_is_refused(steps: int) -> None:
+    with pytest.raises(ValueError, match="at least one step"):
+        probe_prompt(CHECKPOINT, steps=steps)
+
+
+@pytest.mark.parametrize(
+    ("family", "steps", "units"),
+    [("sd15", 10, 2.62144), ("sdxl", 10, 10.48576), ("flux", 4, 4.194304), (None, 1, 0.262144)],
+)
+def test_the_probes_work_units_are_the_gateways_count(
+    family: str | None, steps: int, units: float
+) -> None:
+    prompt = probe_prompt(CHECKPOINT, family, steps=steps)
+
+    assert probe_work_units(family, steps) == pytest.approx(work_units(prompt))
+    assert probe_work_units(family, steps) == pytest.approx(units)
+
+
+def test_the_probes_seconds_leave_out_its_loader_only() -> None:
+    node_s = {"1": 0.3, "2": 0.05, "4": 0.001, "5": 2.0, "6": 0.35, "7": 0.15}
+
+    assert probe_seconds(node_s) == pytest.approx(2.551)
+    assert probe_seconds({"1": 0.3}) == 0.0

@@ -1,0 +1,28 @@
+"""The family guess from a checkpoint's file name: one definition for gateway and workers."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import learning
+from workers.comfy.families import family_of
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "family"),
+    [
+        ("sd_xl_base_1.0.safetensors", "sdxl"),
+        ("ponyDiffusionV6.safetensors", "sdxl"),
+        ("Flux1-Dev-fp8.safetensors", "flux"),
+        ("sd3.5_large.safetensors", "sd3"),
+        ("v1-5-pruned-emaonly.safetensors", "sd15"),
+        ("", "unknown"),
+        (None, "unknown"),
+    ],
+)
+def test_the_family_comes_from_the_file_name(checkpoint: str | None, family: str) -> None:
+    assert family_of(checkpoint) == family
+
+
+def test_the_gateway_learns_under_the_same_guess() -> None:
+    assert learning.family_of is family_of

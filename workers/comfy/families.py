@@ -1,0 +1,26 @@
+"""The model family a checkpoint's file name suggests: one guess, shared by gateway and workers.
+
+The gateway keys its speed and load estimates by family (`gateway.learning`); the warm-up picks
+its CFG scale and the speed probe its native image size by it (`workers.warmup`). Both must
+guess alike, so the guess lives here, below both.
+"""
+
+from __future__ import annotations
+
+FAMILY_PATTERNS = (
+    ("flux", "flux"),
+    ("sd3", "sd3"),
+    ("sdxl", "sdxl"),
+    ("sd_xl", "sdxl"),
+    ("pony", "sdxl"),
+    ("xl", "sdxl"),
+)
+"""Substrings of a checkpoint file name (lowercase), first match wins; else "sd15"."""
+
+
+def family_of(checkpoint: str | None) -> str:
+    """The model family a checkpoint's file name suggests ("unknown" without a checkpoint)."""
+    if not checkpoint:
+        return "unknown"
+    lowered = checkpoint.lower()
+    return next((family for pattern, family in FAMILY_PATTERNS if pattern in lowered), "sd15")
