@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from bench.sim.costs import Card
 from bench.sim.trace import SimJob
+from gateway.learning import Finished, Knowledge, speed_views
+from gateway.learning import learn as gateway_learn
 from gateway.scheduler import demand
 from gateway.scheduler import speed as learned
 from gateway.scheduler.cost import load_s as expected_load_s
@@ -55,9 +57,9 @@ class SimConfig:
     demand_half_life_s: float = 60.0
     stall_s: float = 600.0
     learned_speeds: bool = False
-    """Give policies speeds learned online (`gateway.scheduler.speed`, seeded as the gateway's
-    warm-up seeds them: one speed probe of each worker's first checkpoint) instead of the
-    least-squares fit to the true costs."""
+    """Give policies what the gateway would have learned (`gateway.learning`: speeds and load
+    seconds, seeded by the warm-up of each worker's first checkpoint, then learned from every
+    finished job) instead of speeds fitted to the true costs and the true load seconds."""
 
 
 @dataclass
@@ -69,6 +71,8 @@ class JobRecord:
     load_s: float = 0.0
     run_s: float = 0.0
     loaded: bool = False
+    loader_s: float = 0.0
+    """Seconds of its loader node (the read; the copy to VRAM lands in the sampler)."""
 
 
 @dataclass
@@ -85,7 +89,8 @@ class WorkerState:
     loads: int = 0
     speed: dict[str, float] = field(default_factory=dict)
     fixed_s: dict[str, float] = field(default_factory=dict)
-    book: dict[str, learned.SpeedEstimate] = field(default_factory=dict)
+    knowledge: Knowledge | None = None
+    """What the gateway would have learned (`learned_speeds`), else None: the truth is known."""
     _load_view: dict[str, float] | None = None
 
     @property
@@ -238,6 +243,8 @@ class Simulator:
     def load_view(self, worker: WorkerState) -> dict[str, float]:
         """Expected load seconds per checkpoint from where it would come now (a resident one:
         what reloading it from the page cache would cost)."""
+        if worker.knowledge is not None:
+            return dict(worker.knowledge.load_s)  # learned by key, else by family, else default
         if worker._load_view is None:
             view = {}
             for checkpoint, family in self.catalogue.items():
@@ -271,6 +278,7 @@ class Simulator:
         load = worker.card.load_s(shape.family, tier) if tier is not None else 0.0
         record.worker, record.start_s = worker.name, at_s
         record.load_s, record.run_s, record.loaded = load, phases.total_s - load, tier is not None
+        record.loader_s = phases.load_s
         record.end_s = at_s + phases.total_s
         worker.running, worker.end_s, worker.idle_since_s = view, record.end_s, None
         worker.last_checkpoint = shape.checkpoint
@@ -311,38 +319,46 @@ def _worker(
         residency.touch(initial, catalogue[initial])
     if config.learned_speeds:
         state = WorkerState(card, residency, last_checkpoint=initial)
-        if initial:
-            state.book[catalogue[initial]] = probe_estimate(card, catalogue[initial])
+        state.knowledge = warmed_up(card, initial, catalogue[initial]) if initial else Knowledge()
         _publish(state)
         return state
     fitted = dict(card.speed), dict(card.fixed_s)
     return WorkerState(card, residency, last_checkpoint=initial, speed=fitted[0], fixed_s=fitted[1])
 
 
-def probe_estimate(card: Card, family: str) -> learned.SpeedEstimate:
-    """What the gateway's warm-up speed probe (`workers.warmup.probe_prompt`) seeds: one warm
-    job of `PROBE_STEPS` at the family's native size. Other families stay unknown until a job
-    of theirs runs, as in the gateway (`cost.speed_of` then uses the known families' mean)."""
+def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
+    """What the gateway knows of a worker once its warm-up of `checkpoint` ran
+    (`gateway.supervision.Supervision.seed`): the cold read from disk as the load of the
+    checkpoint and of its family, the speed probe (one warm job of `PROBE_STEPS` at the family's
+    native size) as its family's speed. Other families stay unknown until a job of theirs runs
+    (`cost.speed_of` then uses the known families' mean, `cost.key_load_s` the default)."""
     side = native_size_px(family)
-    shape = JobShape("", family, PROBE_STEPS, side, side)
-    return learned.seed(probe_work_units(family), card.warm_s(shape))
+    probe_s = card.warm_s(JobShape("", family, PROBE_STEPS, side, side))
+    read_s = card.model.read_s(family, LoadTier.DISK)
+    return Knowledge(
+        book={family: learned.seed(probe_work_units(family), probe_s)},
+        load_s={checkpoint: read_s, family: read_s},
+        resident=(checkpoint,),
+    )
 
 
 def learn(worker: WorkerState, record: JobRecord) -> None:
-    """Feed a finished job's warm seconds to the worker's estimates, as `gateway.learning`
-    does: only a job that loaded nothing teaches speed (a load's copy to VRAM happens in the
-    sampler), and the first warm job of a family seeds it."""
-    if record.loaded:
-        return
-    family, units = record.job.shape.family, record.job.work_units
-    estimate = worker.book.get(family)
-    if estimate is None:
-        worker.book[family] = learned.seed(units, record.run_s)
-    else:
-        worker.book[family] = learned.observe(estimate, units, record.run_s)
+    """Feed a finished job to the worker's knowledge through the gateway's own learning
+    (`gateway.learning.learn`), timed as the gateway times it: the loader node, the rest."""
+    assert worker.knowledge is not None
+    shape = record.job.shape
+    done = Finished(
+        family=shape.family,
+        work_units=record.job.work_units,
+        models=frozenset((shape.checkpoint,)),
+        load_s=record.loader_s,
+        run_s=record.run_s + record.load_s - record.loader_s,
+        loader_cached=not record.loaded,
+    )
+    worker.knowledge = gateway_learn(worker.knowledge, done, worker.card.cache_slots)
     _publish(worker)
 
 
 def _publish(worker: WorkerState) -> None:
-    worker.speed = {family: est.speed for family, est in worker.book.items()}
-    worker.fixed_s = {family: est.fixed_s for family, est in worker.book.items()}
+    assert worker.knowledge is not None
+    worker.speed, worker.fixed_s = speed_views(worker.knowledge.book)
