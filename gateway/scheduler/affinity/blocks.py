@@ -80,10 +80,13 @@ def rate_index(block: Block, ctx: Context) -> float:
 
 def held_back(block: Block, ctx: Context) -> bool:
     """Whether a small block that evicts something needed should wait for company: its oldest
-    job has waited less than the hold, or a worker holding the model will serve it by then."""
+    job has waited less than the hold, or a worker holding the model will serve it by then.
+    Where such blocks are most of the queue, it waits only for `hold_patience` instead."""
     tuning = ctx.tuning
     if block.evict_s <= 0.0 or len(block.jobs) >= tuning.hold_jobs:
         return False
+    if ctx.small_share > tuning.hold_share:
+        return block.waited_s < tuning.hold_patience * (block.load_s + block.evict_s)
     hold_s = min(tuning.hold_s, tuning.hold_backlog * ctx.backlog_s)
     if math.isinf(block.theirs_s):
         return ctx.now_s - block.head.enqueued_at_s < hold_s

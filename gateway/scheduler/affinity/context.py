@@ -27,6 +27,7 @@ class Context:
     warm_load: Mapping[str, Mapping[frozenset[str], float]]
     """Seconds of warm waiting work per worker and model (`warm_loads`)."""
     small_share: float = 0.0
+    """Share of the waiting jobs in small queues of models no worker holds (`small_share`)."""
 
     @property
     def now_s(self) -> float:
@@ -58,13 +59,17 @@ def context(
 
 
 def small_share(lanes: Mapping[str, Lane], groups: Groups, hold_jobs: int) -> float:
+    """Share of the waiting jobs in queues of fewer than `hold_jobs` jobs for models no worker
+    holds: the jobs the hold would defer."""
     total = sum(len(jobs) for jobs in groups.values())
     if not total:
         return 0.0
     small = sum(
         len(jobs)
         for jobs in groups.values()
-        if jobs and len(jobs) < hold_jobs and not any(is_warm(jobs[0], l.resident) for l in lanes.values())
+        if jobs
+        and len(jobs) < hold_jobs
+        and not any(is_warm(jobs[0], lane.resident) for lane in lanes.values())
     )
     return small / total
 

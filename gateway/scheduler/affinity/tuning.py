@@ -25,6 +25,13 @@ class Tuning:
     hold_backlog: float = 2.0
     """...but at most this many times the farm's backlog per worker: as long as jobs wait anyway,
     and not at all on an idle farm."""
+    hold_share: float = 0.5
+    """...and only while the jobs it would defer (small queues of models no worker holds) are at
+    most this share of the waiting jobs. Past it (many checkpoints on few workers) the rare
+    models are most of the work: holding them makes most jobs late without sparing many loads."""
+    hold_patience: float = 4.0
+    """Past `hold_share`, such a block waits instead until its summed wait reaches this many
+    times its load plus the eviction cost (the ski-rental rule of `patience`, stricter)."""
     slow_ratio: float = 2.0
     """A card this many times slower than another eligible card for a job never loads it."""
     stay_weight: float = 1.0
