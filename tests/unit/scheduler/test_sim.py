@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from bench.sim.scenario import Scenario, simulate
+from bench.sim.engine import SimConfig, Simulator
+from bench.sim.scenario import (
+    Scenario,
+    build_policy,
+    cards_of,
+    initial_models,
+    simulate,
+    trace,
+)
+from bench.sim.trace import catalogue
+from workers.emulator.costmodel import LoadTier
 
 SHORT = Scenario(jobs=300, load=0.6, seed=1)
 
@@ -26,3 +36,32 @@ def test_affinity_loads_far_less_than_round_robin_and_finishes_sooner() -> None:
 def test_a_burst_is_planned_close_to_its_lower_bound() -> None:
     outcome = simulate(Scenario(jobs=60, arrival="batch", seed=2), "affinity")
     assert outcome.summary.makespan_s < 1.25 * outcome.lower_bound_s
+
+
+def test_learned_mode_starts_from_the_warm_up_and_learns_as_the_gateway() -> None:
+    scenario = Scenario(jobs=200, load=0.6, seed=3)
+    cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
+    models = catalogue(scenario.k, scenario.zipf_s)
+    families = {m.name: m.family for m in models}
+    initial = initial_models(scenario)
+    config = SimConfig(learned_speeds=True)
+    sim = Simulator(build_policy("affinity"), cards, families, initial, config, config.slots)
+    # Before any job: only the warm-up's family is known, its load is the cold read from disk.
+    for name, state in sim.workers.items():
+        assert state.knowledge is not None
+        family = families[initial[name]]
+        assert set(state.knowledge.book) == {family}
+        cold_read_s = state.card.model.read_s(family, LoadTier.DISK)
+        assert state.knowledge.load_s[initial[name]] == pytest.approx(cold_read_s)
+    result = sim.run(trace(scenario))
+    assert not result.diverged
+    for state in result.workers:
+        assert state.knowledge is not None
+        ran = {r.job.shape.family for r in result.records if r.worker == state.name}
+        assert ran <= set(state.knowledge.book)  # every family it ran warm is learned
+        # Learned speeds land near the truth the known-speed mode is given (a 20-step job).
+        for family in ran & set(state.card.speed):
+            units = 20 * (0.262144 if family == "sd15" else 1.048576)
+            truth_s = state.card.fixed_s[family] + units / state.card.speed[family]
+            estimate = state.knowledge.book[family]
+            assert estimate.predict_s(units) == pytest.approx(truth_s, rel=0.25)
