@@ -181,6 +181,18 @@ def learn(known: Knowledge, done: Finished, slots: int) -> Knowledge:
     )
 
 
+def shifted(
+    before: Mapping[str, learned.SpeedEstimate], after: Mapping[str, learned.SpeedEstimate]
+) -> list[tuple[str, float, float]]:
+    """(family, speed before, speed after) for each family whose drift detector fired: the
+    card runs it at a new pace (throttled, shared, or freed)."""
+    return [
+        (family, before[family].speed, est.speed)
+        for family, est in after.items()
+        if family in before and est.shifts > before[family].shifts
+    ]
+
+
 def loading_s(book: Mapping[str, learned.SpeedEstimate], done: Finished) -> float | None:
     """Seconds the job spent loading: its loader nodes, plus what its other nodes took beyond
     a warm run (the copy of the weights to VRAM happens in the sampler, as in ComfyUI)."""

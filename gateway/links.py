@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gateway.learning import Finished, Knowledge, NodeClock, cache_slots, learn
+from gateway.learning import Finished, Knowledge, NodeClock, cache_slots, learn, shifted
 from gateway.models import JobRecord
 from gateway.scheduler.speed import SpeedEstimate
 from workers.client import ComfyClient
 from workers.supervisor import WorkerHandle, emulated_vram
+
+log = logging.getLogger(__name__)
 
 
 class WorkerState(StrEnum):
@@ -94,6 +97,14 @@ class WorkerLink:
         """Fold a finished prompt into what is believed of this worker."""
         before = Knowledge(self.speed_book, self.load_s, self.resident)
         after = learn(before, done, self.cache_slots)
+        for family, was, now in shifted(before.book, after.book):
+            log.warning(
+                "worker %s runs %s at %.3g work units/s, was %.3g: a throttled or shared card?",
+                self.name,
+                family,
+                now,
+                was,
+            )
         self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
         self.lessons += 1
 

@@ -37,12 +37,12 @@ from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
+VERSION = 2
 """The saved format; another version is ignored (learning starts over)."""
 SAVE_EVERY_S = 5.0
 FIELDS = frozenset({"version", "fingerprint", "saved_at_ms", "node", "book", "load_s"})
 ESTIMATE_FIELDS = frozenset(f.name for f in dataclasses.fields(SpeedEstimate))
-INT_FIELDS = frozenset({"observations"})
+INT_FIELDS = frozenset({"observations", "shifts"})
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ def learned_fields(link: WorkerLink) -> dict[str, Any]:
                 "units_per_s": _significant(1.0 / est.per_unit_s) if est.per_unit_s > 0 else None,
                 "fixed_s": _significant(est.fixed_s),
                 "observations": est.observations,
+                "shifts": est.shifts,
             }
             for family, est in sorted(link.speed_book.items())
         },

@@ -214,8 +214,9 @@ def _learned(args: argparse.Namespace, command: str) -> None:
         "probe of each worker's first checkpoint; other families from their first warm job) and "
         "fed every warm job's seconds (jobs that loaded teach no speed). Fitted: a least-squares "
         "fit of the same model (fixed + work / speed) to the true warm times of the trace's job "
-        "shapes. Load times are the true expected ones for the tier a model would load from, in "
-        "both."
+        "shapes, with the true load seconds for the tier a model would load from. Learned also "
+        "learns load seconds as the gateway does (`gateway.learning`: the warm-up's cold read "
+        "first, then measured loads)."
     )
     rp.write(
         "sim_learned.md", command, "Learned against fitted speeds", [note, rp.table(header, body)]

@@ -44,6 +44,8 @@ class SpeedEstimate:
     cusum_up: float = 0.0
     cusum_down: float = 0.0
     observations: int = 0
+    shifts: int = 0
+    """How often the drift detector fired (a throttled card, a co-tenant): each a new regime."""
 
     @property
     def speed(self) -> float:
@@ -115,7 +117,7 @@ def observe(
     est = _drifted(est, math.log(ratio), learning)
     if max(est.cusum_up, est.cusum_down) > learning.drift_limit:
         # A new regime: keep the shape, rescale to the recent level, forget the history.
-        est = SpeedEstimate(est.fixed_s * ratio, est.per_unit_s * ratio)
+        est = SpeedEstimate(est.fixed_s * ratio, est.per_unit_s * ratio, shifts=est.shifts + 1)
         est = _add(est, work_units, predicted * ratio, learning.prior_weight)
     factor = 0.5 ** (1.0 / learning.half_life)
     est = _add(_decayed(est, factor), work_units, predicted * ratio, 1.0)

@@ -17,9 +17,10 @@ block of one model's queue for it, or stays idle. Everything is in seconds of ex
 - A load also passes: enough summed waiting to pay for it (patience), never a card much slower
   than another for that family, a small block that evicts a needed model waits for company
   (up to `hold_s`, scaled down on a quiet farm; where such blocks are most of the queue, as
-  with many checkpoints on few workers, only for a stricter ski-rental wait), a worker holding a popular model leaves the
-  load to one holding a colder one, and an idle worker leaves its model only for a block worth
-  more than the traffic of that model it would serve by staying (`externality`).
+  with many checkpoints on few workers, only for a stricter ski-rental wait), a worker holding
+  a popular model leaves the load to one holding a colder one, and an idle worker leaves its
+  model only for a block worth more than the traffic of that model it would serve by staying
+  (`externality`).
 - A burst (many jobs arriving together) is planned as a whole for the makespan (`burst`).
 """
 

@@ -257,3 +257,18 @@ def test_a_policy_in_front_of_emulators_sees_emulated_seconds() -> None:
     policy = load_policy("sticky")
     assert in_emulated_time(policy, 1.0) is policy
     assert in_emulated_time(policy, 0.1).name == "sticky"
+
+
+def test_a_card_that_slows_down_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    link = link_of()
+    warm = Finished("sd15", 10.0, frozenset({"a.safetensors"}), 0.0, 1.0, True)
+    for _ in range(30):
+        link.learn(warm)
+    assert not [r for r in caplog.records if "throttled" in r.message]
+    slow = Finished("sd15", 10.0, frozenset({"a.safetensors"}), 0.0, 2.5, True)
+    for _ in range(20):
+        link.learn(slow)
+    reports = [r for r in caplog.records if "throttled or shared" in r.message]
+    assert len(reports) == 1, [r.message for r in reports]
+    assert "runs sd15" in reports[0].message
+    assert learning.shifted({}, link.speed_book) == []  # a new family is no shift

@@ -236,6 +236,7 @@ async def test_workers_show_what_was_learned_and_whether_it_was_restored(
         "units_per_s": pytest.approx(sd15.speed, rel=1e-3),
         "fixed_s": pytest.approx(sd15.fixed_s, rel=1e-3, abs=1e-9),
         "observations": 3,
+        "shifts": 0,
     }
     assert shown["load_s"] == {key: round(s, 3) for key, s in sorted(link.load_s.items())}
     assert shown["resident"] == [SD15]

@@ -52,3 +52,11 @@ def test_views_feed_the_worker_view() -> None:
     speed, fixed = views(book, "w1")
     assert set(speed) == {"sd15"} and speed["sd15"] > views(book, "w2")[0]["sd15"]
     assert fixed["sd15"] == pytest.approx(0.2)
+
+
+def test_a_shift_is_counted_only_when_the_pace_really_changes() -> None:
+    rng = random.Random(4)
+    steady = learn(seed(5.0, true_s(5.0)), 200, rng)
+    assert steady.shifts == 0  # 5 % noise never fires
+    slowed = learn(steady, 15, rng, scale=2.0)
+    assert slowed.shifts == 1
