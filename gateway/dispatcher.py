@@ -140,7 +140,13 @@ class Dispatcher:
         )
         ordered = sorted(held, key=lambda item: item[1] is None)
         spent = [(job, elapsed or 0.0) for job, elapsed in ordered]
-        return replace(view, outstanding_s=learning.outstanding_s(view, spent))
+        # What it holds once the jobs it started have loaded: a started job's models are in
+        # VRAM (or on their way) although it is learned only when it ends, as in the simulator.
+        resident = link.resident
+        for job, elapsed in held:
+            if elapsed is not None:
+                resident = cost.touch(resident, cost.models_of(job), link.cache_slots)
+        return replace(view, outstanding_s=learning.outstanding_s(view, spent), resident=resident)
 
     def _elapsed_s(self, held: Held) -> float | None:
         """Seconds it has run (None: not started)."""

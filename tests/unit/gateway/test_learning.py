@@ -272,3 +272,25 @@ def test_a_card_that_slows_down_is_reported_once(caplog: pytest.LogCaptureFixtur
     assert len(reports) == 1, [r.message for r in reports]
     assert "runs sd15" in reports[0].message
     assert learning.shifted({}, link.speed_book) == []  # a new family is no shift
+
+
+async def test_a_started_job_s_models_count_as_resident_its_load_still_as_work(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    now = FakeClock(100.0)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    link = link_of()  # classic cache: one checkpoint at a time
+    link.learn(Finished("sd15", 20.0, frozenset((SD15,)), load_s=0.0, run_s=2.0))
+    assert link.resident == (SD15,)
+    link.hold("x", Held(1, None, SDXL, (SDXL,), record=record("x"), sid="s"))
+    relay = Relay(link, store, hub, outcomes=None, on_connect=None, clock=now)  # type: ignore[arg-type]
+    dispatcher = Dispatcher(store, Links([link]), load_policy("affinity"), hub, clock=now)
+    assert dispatcher._view(link).resident == (SD15,)  # sent, not started: SD15 still there
+    await relay.handle({"type": "execution_start", "data": {"prompt_id": "x"}})
+    await relay.handle({"type": "executing", "data": {"prompt_id": "x", "node": "1"}})
+    now.advance(1.0)
+    shown = dispatcher._view(link)
+    assert shown.resident == (SDXL,)  # the sdxl job replaced it, though it has not ended
+    # ...and its load (10 s by default) is still counted as work to do, less the second spent
+    assert shown.outstanding_s == pytest.approx(10.0 + 20.0 / shown.speed["sd15"] - 1.0)
+    await asyncio.gather(*relay._writes)
