@@ -318,7 +318,8 @@ async def run(args: argparse.Namespace) -> str:
     knowledge = (
         "the speeds fitted to the true costs (`--known-speeds`)"
         if args.known_speeds
-        else "speeds and load seconds learned online from the warm-up on, by the gateway's own learning code"
+        else "speeds and load seconds learned online from the warm-up on, by the gateway's own "
+        "learning code"
     )
     notes = (
         f"Means over seeds {args.seeds} of {args.jobs} jobs each of the standard trace (2 h200 + "
