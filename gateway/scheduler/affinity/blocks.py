@@ -94,11 +94,22 @@ def held_back(block: Block, ctx: Context) -> bool:
 
 
 def worth_loading(lane: Lane, block: Block, ctx: Context) -> bool:
-    """The gates every load passes: enough waiting to pay for it, a card not much slower than
-    another for it, and no small block that should wait for company."""
-    if block.waited_s < ctx.tuning.patience * (block.load_s + block.evict_s):
+    """The gates every load passes: enough waiting to pay for it (where waiting can gain
+    anything), a card not much slower than another for it, and no small block that should wait
+    for company."""
+    if gains_by_waiting(lane, block) and block.waited_s < ctx.tuning.patience * (
+        block.load_s + block.evict_s
+    ):
         return False
     return not too_slow(lane, block.head, ctx) and not held_back(block, ctx)
+
+
+def gains_by_waiting(lane: Lane, block: Block) -> bool:
+    """Whether leaving the load for later can save anything: a worker holding the model may
+    serve the block, or the load would evict a model. Otherwise (a first use on an idle card
+    with room) the load is paid anyway, and waiting only adds its delay."""
+    holder = not math.isinf(block.theirs_s)
+    return holder or bool(evicted(lane.resident, models_of(block.head), lane.worker.cache_slots))
 
 
 def may_load(lane: Lane, block: Block, warm: Block | None, ctx: Context) -> bool:

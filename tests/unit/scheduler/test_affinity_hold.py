@@ -103,3 +103,17 @@ def test_small_share(what: str, jobs: list[JobView], expected: float) -> None:
     snapshot = snap(NOW_S, jobs, [worker("w1", ("m0",))])
     share = small_share(lanes_of(snapshot), groups_of(snapshot.jobs), hold_jobs=4)
     assert share == pytest.approx(expected)
+
+
+def test_a_first_use_on_an_idle_card_with_room_loads_at_once() -> None:
+    # No worker holds m1 and the card evicts nothing: waiting cannot save the load.
+    fresh = replace(worker("w1", (), load_s=10.0), load_s={"sd15": 10.0})
+    lone = job("a", "m1", NOW_S - 0.1)
+    assert assigned(DEFAULT, snap(NOW_S, [lone], [fresh])) == {"a": "w1"}
+
+
+def test_a_load_waits_while_a_busy_holder_may_serve_the_job() -> None:
+    fresh = replace(worker("w1", (), load_s=10.0), load_s={"sd15": 10.0})
+    holder = worker("w2", ("m1",), free=0, outstanding=1, outstanding_s=3.0)
+    lone = job("a", "m1", NOW_S - 0.1)
+    assert assigned(DEFAULT, snap(NOW_S, [lone], [fresh, holder])) == {}
