@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from gateway.errors import BadRequest, Conflict, PromptRefused, Unavailable, Unprocessable
 from gateway.jobs import EnqueueStatus, JobStore, body_digest
+from gateway.journal import Accepted, Journal
 from gateway.models import NewJob, Placement, display_number
 from gateway.schemas import PromptRequest, parse_prompt_request
 from gateway.validation import FarmCatalog
@@ -24,6 +26,7 @@ class Acceptor:
         on_accepted: Callable[[NewJob], Awaitable[None]],
         *,
         admit: Callable[[], Awaitable[None]] | None = None,
+        journal: Journal | None = None,
     ):
         self.store = store
         self.catalog = catalog
@@ -31,6 +34,8 @@ class Acceptor:
         self.on_accepted = on_accepted
         self.admit = admit
         """Raises when this node takes no new prompts (it is shutting down)."""
+        self.journal = journal
+        """Keeps what was enqueued lately, in case a Redis restart loses it."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)
@@ -43,8 +48,13 @@ class Acceptor:
             raise PromptRefused(validation.response_body())
         job = self._new_job(request, validation.prompt, validation.outputs)
         idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
-        result = await self.store.enqueue(job, idempotency)
+        enqueued_at_ms = self.store.now_ms()
+        result = await self.store.enqueue(job, idempotency, enqueued_at_ms=enqueued_at_ms)
         if result.status is EnqueueStatus.CREATED:
+            if self.journal is not None:
+                numbered = replace(job, number=display_number(result.number))
+                counted = job.number is None
+                self.journal.record(Accepted(numbered, enqueued_at_ms, counted, idempotency))
             await self.on_accepted(job)
             return _answer(job.job_id, result.number, validation.node_errors)
         return await self._not_created(result.status, result.job_id, validation.node_errors)

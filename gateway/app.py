@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
@@ -105,11 +106,20 @@ async def _resources(
 ) -> AsyncIterator[Context]:
     assert settings.redis_url is not None
     keys = Keys(settings.redis_prefix)
+
+    async def on_connect(connection: Any) -> None:
+        # Every new connection reads Redis' run id: a restart is seen before any claim.
+        await the_farm.restarts.on_connect(connection)
+
     # A stuck reply must fail, not hang a request forever (no blocking commands here).
     # With a socket_timeout, redis-py sends through asyncio.wait_for, which can lose a
     # cancel on Python 3.11: background loops stop through gateway.tasks for that reason.
     redis = aioredis.from_url(
-        settings.redis_url, decode_responses=True, socket_timeout=10, socket_connect_timeout=5
+        settings.redis_url,
+        decode_responses=True,
+        socket_timeout=10,
+        socket_connect_timeout=5,
+        redis_connect_func=on_connect,
     )
     channel_redis = aioredis.from_url(settings.redis_url)
     store = JobStore(redis, keys, _limits(settings), clock=time.time)
@@ -132,6 +142,7 @@ async def _resources(
         telemetry=telemetry,
         interrupt_grace_s=settings.interrupt_grace_s,
         time_scale=settings.time_scale,
+        journal_s=settings.accept_journal_s,
     )
 
     async def accepted(job: NewJob) -> None:
@@ -150,7 +161,9 @@ async def _resources(
                 kind="draining",
             )
 
-    acceptor = Acceptor(store, catalog, the_farm.groups, accepted, admit=admit)
+    acceptor = Acceptor(
+        store, catalog, the_farm.groups, accepted, admit=admit, journal=the_farm.journal
+    )
     try:
         await telemetry.start()
         await hub.start()

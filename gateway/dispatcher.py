@@ -14,8 +14,13 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Protocol
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import learning, tasks
 from gateway.hub import Hub
@@ -30,6 +35,19 @@ from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from workers.client import WorkerNoAnswer, WorkerRejected, WorkerUnreachable
 
 log = logging.getLogger(__name__)
+
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class Guard(Protocol):
+    """Says whether Redis may be used for a round (`gateway.restarts.RedisRestarts`)."""
+
+    async def ready(self) -> bool: ...
+
+    @property
+    def suspected(self) -> bool: ...
+
+    def suspect(self) -> None: ...
 
 
 class Dispatcher:
@@ -59,6 +77,8 @@ class Dispatcher:
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()
         self._arrivals = learning.Arrivals()
+        self.guard: Guard | None = None
+        """Asked before each round of `run`: none while Redis is down or being repaired."""
 
     def wake(self) -> None:
         self._wake.set()
@@ -74,10 +94,21 @@ class Dispatcher:
                     await self._wake.wait()
             self._wake.clear()
             try:
+                if self.guard is not None and not await self.guard.ready():
+                    await asyncio.sleep(self.poll_s)
+                    continue
                 await self.dispatch_once()
-            except Exception:
+            except Exception as exc:
+                if self.guard is not None and isinstance(exc, REDIS_DOWN):
+                    self.guard.suspect()
                 log.exception("dispatch round failed")
                 await asyncio.sleep(self.poll_s)
+
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No round runs meanwhile (one under way finishes first, its claims made)."""
+        async with self._round:
+            yield
 
     async def place_now(self, timeout_s: float = 10.0) -> None:
         """One round now, its sends delivered before returning. For a prompt that may overtake
@@ -177,6 +208,8 @@ class Dispatcher:
         link = self.links.get(assignment.worker)
         if link is None or (link.free_slots(self.capacity) <= 0 and not jump):
             return 0
+        if self.guard is not None and self.guard.suspected:
+            return 0  # Redis may have restarted and lost claims: repair it first
         job = await self.store.claim(assignment.job_id, link.name)
         if job is None:
             return 0

@@ -19,11 +19,13 @@ from gateway import tasks
 from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.journal import Journal
 from gateway.links import Links, WorkerLink, WorkerState
 from gateway.memory import Memory
 from gateway.models import JobRecord, JobState
 from gateway.recovery import Found, Recovery, probe
 from gateway.relay import Relay
+from gateway.restarts import RedisRestarts
 from gateway.scheduler.policy import Policy
 from gateway.status import (
     display_state,
@@ -63,6 +65,7 @@ class Farm:
         telemetry: Telemetry | None = None,
         interrupt_grace_s: float = 10.0,
         time_scale: float = 1.0,
+        journal_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -92,6 +95,14 @@ class Farm:
             on_stall=self.watchdog.examine,
             clock=clock,
         )
+        self.journal = Journal(journal_s, clock=clock)
+        """What this node accepted lately, in case a Redis restart loses it."""
+        self.restarts = RedisRestarts(
+            store, links, self.journal, self.dispatcher.paused, clock=clock
+        )
+        self.dispatcher.guard = self.restarts
+        self.recovery.guard = self.restarts
+        self.outcomes.on_end = self.journal.discard
         self.supervision = Supervision(
             store,
             links,

@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway import scripts
 from gateway.keys import Keys
-from gateway.models import JobRecord, JobState, NewJob
+from gateway.models import JobRecord, JobState, NewJob, display_number
 
 T = TypeVar("T")
 Arg = str | int | float
@@ -81,6 +81,8 @@ class JobStore:
         self._cancel_pending = redis.register_script(scripts.CANCEL_PENDING)
         self._cancel_held = redis.register_script(scripts.CANCEL_HELD)
         self._peek = redis.register_script(scripts.PEEK)
+        self._reassert = redis.register_script(scripts.REASSERT)
+        self._raise_counter = redis.register_script(scripts.RAISE_COUNTER)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -90,7 +92,13 @@ class JobStore:
 
     # -- accepting ---------------------------------------------------------------------------
 
-    async def enqueue(self, job: NewJob, idempotency: tuple[str, str] | None = None) -> Enqueued:
+    async def enqueue(
+        self,
+        job: NewJob,
+        idempotency: tuple[str, str] | None = None,
+        *,
+        enqueued_at_ms: int | None = None,
+    ) -> Enqueued:
         """Write the job and put it in the queue, atomically; `idempotency` = (key, digest)."""
         idem_key = self.keys.idempotency(idempotency[0]) if idempotency else ""
         idem_value = (
@@ -103,11 +111,33 @@ class JobStore:
             str(job.priority),
             str(int(self.limits.idempotency_ttl_s * 1000)),
             idem_value,
-            *_job_fields(job, self.now_ms()),
+            *_job_fields(job, self.now_ms() if enqueued_at_ms is None else enqueued_at_ms),
         ]
         keys = [self.keys.job(job.job_id), self.keys.pending, self.keys.counter, idem_key]
         reply = await shielded(self._enqueue(keys=keys, args=args))
         return _enqueued(job.job_id, reply, idempotency)
+
+    async def restore(
+        self, job: NewJob, enqueued_at_ms: int, idempotency: tuple[str, str] | None
+    ) -> bool:
+        """Enqueue again a job a Redis restart lost (`job.number` as first numbered); False
+        when its record exists. Its Idempotency-Key, if lost too, is written back after it."""
+        result = await self.enqueue(job, enqueued_at_ms=enqueued_at_ms)
+        if result.status is not EnqueueStatus.CREATED:
+            return False
+        if idempotency is not None:
+            value = json.dumps({"job_id": job.job_id, "sha256": idempotency[1]})
+            ttl_ms = int(self.limits.idempotency_ttl_s * 1000)
+            await self.redis.set(self.keys.idempotency(idempotency[0]), value, px=ttl_ms, nx=True)
+        return True
+
+    async def raise_counter(self, floor: int) -> bool:
+        """Make the next counted `number` at least `floor` (a restart may roll it back)."""
+        return bool(await self._raise_counter(keys=[self.keys.counter], args=[floor]))
+
+    async def run_id(self) -> str:
+        """Redis' run id: a new one on every start of the server."""
+        return str((await self.redis.info("server"))["run_id"])
 
     # -- dispatching -------------------------------------------------------------------------
 
@@ -140,6 +170,41 @@ class JobStore:
         if not reply:
             return None
         return JobRecord.from_hash(job_id, dict(zip(reply[::2], reply[1::2], strict=True)))
+
+    async def reassert_held(
+        self,
+        job_id: str,
+        worker: str,
+        attempt: int,
+        record: JobRecord | None,
+        started_at_ms: int | None,
+    ) -> int:
+        """Make Redis say that `worker` holds the job under `attempt`, with a lease (after a
+        restart that lost writes); its record is recreated from `record` when missing.
+        Returns 0 left alone (ended, superseded or requeued), 1 repaired, 2 already so."""
+        keys = [
+            self.keys.job(job_id),
+            self.keys.pending,
+            self.keys.leases,
+            self.keys.worker_jobs(worker),
+            self.keys.attempts(job_id),
+        ]
+        before, _, after = self.keys.worker_jobs("\n").partition("\n")
+        claimed_at_ms = record.claimed_at_ms if record and record.claimed_at_ms else self.now_ms()
+        args: list[Arg] = [
+            job_id,
+            worker,
+            attempt,
+            "1" if started_at_ms is not None else "0",
+            self.now_ms(),
+            self._deadline_ms(),
+            claimed_at_ms,
+            "" if started_at_ms is None else started_at_ms,
+            before,
+            after,
+            *(_record_fields(record) if record is not None else []),
+        ]
+        return int(await shielded(self._reassert(keys=keys, args=args)))
 
     async def mark_started(self, job_id: str, attempt: int) -> bool:
         keys = [self.keys.job(job_id), self.keys.leases]
@@ -304,6 +369,26 @@ def _job_fields(job: NewJob, now_ms: int) -> list[str]:
     }
     if job.targets is not None:
         fields["targets"] = json.dumps(list(job.targets))
+    return [part for pair in fields.items() for part in pair]
+
+
+def _record_fields(record: JobRecord) -> list[str]:
+    """The fields of a job hash that ENQUEUE wrote, from a claimed record."""
+    fields = {
+        "id": record.job_id,
+        "number": repr(display_number(record.number)),
+        "score": repr(record.score),
+        "priority": str(record.priority),
+        "client_id": record.client_id or "",
+        "prompt": record.prompt_json,
+        "extra_data": record.extra_json,
+        "outputs": record.outputs_json,
+        "placement": record.placement.to_json(),
+        "enqueued_at_ms": str(record.enqueued_at_ms),
+        "failures": str(record.failures),
+    }
+    if record.targets_json is not None:
+        fields["targets"] = record.targets_json
     return [part for pair in fields.items() for part in pair]
 
 

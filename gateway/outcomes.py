@@ -29,11 +29,15 @@ class Outcomes:
         self.store = store
         self.hub = hub
         self.wake = wake
+        self.on_end: Callable[[str], None] = _ignore
+        """Told the id of each job that ended here (ran, failed, cancelled, given up)."""
 
     async def complete(
         self, link: WorkerLink, job_id: str, held: Held, worker_entry: Mapping[str, Any] | None
     ) -> bool:
         """Record the worker's history entry as the job's result, then send `executing null`."""
+        if not held.abandoned:
+            self.on_end(job_id)
         job = held.record if held.record is not None else await self.store.get(job_id)
         if job is not None and held.started_at_ms is not None:
             job = replace(job, started_at_ms=held.started_at_ms)
@@ -53,9 +57,7 @@ class Outcomes:
             )
         else:
             entry = gateway_entry(worker_entry, job, link.name)
-        applied = await self.store.finish(
-            job_id, link.name, held.attempt, entry_state(entry), entry
-        )
+        applied = await self._finish(link, job_id, held, entry)
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
@@ -69,16 +71,32 @@ class Outcomes:
 
     async def fail(self, link: WorkerLink, job: JobRecord, held: Held, message: str) -> None:
         """End a job with an error that retrying elsewhere would not fix."""
+        self.on_end(job.job_id)
         entry = error_entry(job, self.store.now_ms(), message, "WorkerRejectedPrompt")
-        applied = await self.store.finish(
-            job.job_id, link.name, held.attempt, entry_state(entry), entry
-        )
+        applied = await self._finish(link, job.job_id, held, entry)
         self._forget(link, job.job_id)
         if applied and held.client_id:
             error = entry["status"]["messages"][-1][1]
             self.hub.publish(text_frame(held.client_id, EventKind.EXECUTION_ERROR, error))
         if applied:
             await self._done(held.client_id, job.job_id)
+
+    async def _finish(
+        self, link: WorkerLink, job_id: str, held: Held, entry: Mapping[str, Any]
+    ) -> bool:
+        """The fenced final write. Fenced off because a Redis restart lost this attempt's
+        claim (Redis has it waiting, or not at all), the claim is reasserted and it is written:
+        else the job would be sent again although it ran."""
+        state = entry_state(entry)
+        if await self.store.finish(job_id, link.name, held.attempt, state, entry):
+            return True
+        repaired = await self.store.reassert_held(
+            job_id, link.name, held.attempt, held.record, held.started_at_ms
+        )
+        if repaired != 1:
+            return False
+        log.warning("job %s: its claim was lost by Redis, reasserted to record its end", job_id)
+        return await self.store.finish(job_id, link.name, held.attempt, state, entry)
 
     async def requeue(
         self, link_name: str, job: JobRecord, *, failed: bool, outcome: str, link: WorkerLink | None
@@ -109,11 +127,13 @@ class Outcomes:
             error = give_up["status"]["messages"][-1][1]
             self.hub.publish(text_frame(job.client_id, EventKind.EXECUTION_ERROR, error))
         if result == 2:
+            self.on_end(job.job_id)
             await self._done(job.client_id, job.job_id)
         self.wake()
         return result
 
     async def cancel(self, link: WorkerLink | None, job: JobRecord) -> bool:
+        self.on_end(job.job_id)
         if link is not None:
             self._forget(link, job.job_id)
         ok = await self.store.cancel_held(job.job_id, job.worker or "", job.attempt)
@@ -131,6 +151,10 @@ class Outcomes:
         if client_id:
             data = {"node": None, "prompt_id": job_id}
             self.hub.publish(text_frame(client_id, EventKind.EXECUTING, data))
+
+
+def _ignore(job_id: str) -> None:
+    pass
 
 
 def _learn(link: WorkerLink, job: JobRecord, held: Held) -> None:

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from gateway import tasks
+from gateway.dispatcher import REDIS_DOWN, Guard
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.models import HELD, JobRecord
@@ -84,6 +85,8 @@ class Recovery:
         self.on_stall = on_stall
         self.clock = clock
         self._restarts: set[asyncio.Task[None]] = set()
+        self.guard: Guard | None = None
+        """Asked before each round: none while Redis is down, a restart repaired first."""
 
     @property
     def interval_s(self) -> float:
@@ -96,11 +99,15 @@ class Recovery:
             tasks.check_cancelled()
             try:
                 await self.tick()
-            except Exception:
+            except Exception as exc:
+                if self.guard is not None and isinstance(exc, REDIS_DOWN):
+                    self.guard.suspect()
                 log.exception("recovery round failed")
             await asyncio.sleep(self.interval_s)
 
     async def tick(self) -> None:
+        if self.guard is not None and not await self.guard.ready():
+            return
         now_s = self.clock()
         for link in self.links:
             if link.healthy(now_s, self.stall_timeout_s):

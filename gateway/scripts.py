@@ -171,3 +171,60 @@ for _, id in ipairs(ids) do
 end
 return out
 """
+
+# KEYS: job, pending, leases, worker-jobs, attempts ; ARGV: id, worker, attempt, running (1/0),
+# now ms, lease deadline ms, claimed_at_ms, started_at_ms or '', worker-jobs key prefix and
+# suffix, then field/value pairs to recreate the job hash with (none: it cannot be recreated).
+# After a Redis restart that lost writes: this node holds the job for `worker` under `attempt`,
+# so Redis must say so too. Never lowers the attempt, never revives an ended job, and leaves a
+# job requeued under this very attempt alone. Returns 0 left alone, 1 repaired, 2 already so.
+REASSERT = (
+    _CLOSE_ATTEMPT
+    + """
+local attempt = tonumber(ARGV[3])
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if not exists and #ARGV < 11 then return 0 end
+local state = redis.call('HGET', KEYS[1], 'state')
+local had = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '0')
+local old_worker = redis.call('HGET', KEYS[1], 'worker')
+local held = state == 'assigned' or state == 'running'
+if exists then
+  if had > attempt then return 0 end
+  if state ~= 'pending' and not held then return 0 end
+  if had == attempt and not held then return 0 end
+end
+local already = exists and had == attempt and held and old_worker == ARGV[2]
+  and redis.call('ZSCORE', KEYS[3], ARGV[1])
+if not exists then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 11))
+elseif had < attempt and held then
+  close_attempt('lost in a Redis restart', ARGV[5])
+  if old_worker then redis.call('SREM', ARGV[9] .. old_worker .. ARGV[10], ARGV[1]) end
+end
+local running = ARGV[4] == '1' or (had == attempt and state == 'running')
+redis.call('HSET', KEYS[1], 'state', running and 'running' or 'assigned', 'worker', ARGV[2],
+  'attempt', ARGV[3])
+if had < attempt or not exists then
+  redis.call('HSET', KEYS[1], 'claimed_at_ms', ARGV[7])
+  redis.call('HDEL', KEYS[1], 'started_at_ms')
+end
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'started_at_ms', ARGV[8]) end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
+local last = redis.call('LINDEX', KEYS[5], -1)
+if not last or tonumber(cjson.decode(last)['attempt']) < attempt then
+  redis.call('RPUSH', KEYS[5], cjson.encode({attempt = attempt, worker = ARGV[2],
+    claimed_at_ms = tonumber(ARGV[7])}))
+end
+if already then return 2 end
+return 1
+"""
+)
+
+# KEYS: counter ; ARGV: floor. Raises the counter to `floor` (a restart rolled it back).
+RAISE_COUNTER = """
+local now = tonumber(redis.call('GET', KEYS[1]) or '0')
+if now < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) return 1 end
+return 0
+"""

@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     stall_timeout_s: float = 600.0
     """Watchdog: a worker holding jobs that sends no event for this long is probed."""
     interrupt_grace_s: float = 10.0
+    accept_journal_s: float = 10.0
+    """Accepted prompts kept in memory this long, to enqueue again if a Redis restart lost
+    them (longer than the AOF's one-second fsync window)."""
     worker_start_timeout_s: float = 300.0
     warmup_timeout_s: float = 600.0
     warmup_probe_steps: int = PROBE_STEPS

@@ -6,11 +6,14 @@ import asyncio
 import io
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from PIL import Image
 
+from gateway.keys import Keys
 from gateway.redis_server import EmbeddedRedis
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import (
@@ -242,11 +245,15 @@ async def test_interrupt_drops_a_pending_prompt_and_stops_a_running_one(
         await client.close()
 
 
-async def _wait_for_state(client: ComfyStyleClient, job_id: str, state: str) -> None:
-    for _ in range(200):
-        job = (await client.http.get(f"/gateway/jobs/{job_id}")).json()
-        if job["state"] == state:
-            return
+async def _wait_for_state(
+    client: ComfyStyleClient, job_id: str, state: str, timeout_s: float = 10
+) -> dict[str, Any]:
+    """The gateway's record of the job once it is in `state`."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        job: dict[str, Any] = (await client.http.get(f"/gateway/jobs/{job_id}")).json()
+        if job.get("state") == state:
+            return job
         await asyncio.sleep(0.05)
     pytest.fail(f"job {job_id} never reached {state}")
 
@@ -312,6 +319,57 @@ async def test_accepted_jobs_survive_a_redis_crash(
         await _assert_ran_once(emulators, ids)
     finally:
         server.stop()
+
+
+async def test_a_redis_restart_that_lost_writes_loses_no_job_and_runs_none_twice(
+    tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    # The writes an `everysec` crash may lose, lost on purpose: the claim of a running job (Redis
+    # says it waits) and a just-accepted job (Redis never heard of it). After the restart the
+    # gateway makes Redis agree with what it holds and accepted, before it dispatches again.
+    server = EmbeddedRedis(tmp_path / "redis", appendfsync="always")
+    server.start()
+    keys = Keys()
+    try:
+        settings = gateway_settings(server.url, tmp_path)
+        async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
+            client = ComfyStyleClient(url)
+            slow = [txt2img(CHECKPOINTS[0], "lw", seed=j, steps=8000, size=512) for j in range(10)]
+            ids = [await client.queue_prompt(p) for p in slow]
+            claimed = await _wait_for_state(client, ids[0], "running")
+            lost = ids[-1]
+            assert (await client.job(lost))["state"] == "pending"
+            direct = aioredis.from_url(server.url, decode_responses=True)
+            await _roll_back_claim(direct, keys, ids[0], claimed)
+            await direct.delete(keys.job(lost), keys.attempts(lost))
+            await direct.zrem(keys.pending, lost)
+            await direct.aclose()
+            server.kill()
+            server = EmbeddedRedis(tmp_path / "redis", port=server.port, appendfsync="always")
+            server.start()
+            job = await _wait_for_state(client, ids[0], "running", timeout_s=5)
+            assert (job["worker"], job["attempt"]) == (claimed["worker"], 1)
+            await _wait_for_history(client, at_least=10)
+            history = (await client.http.get("/history")).json()
+            assert set(history) == set(ids)
+            assert history[ids[0]]["gateway"]["attempts"] == 1
+            await client.http.aclose()
+        await _assert_ran_once(emulators, ids)
+    finally:
+        server.stop()
+
+
+async def _roll_back_claim(
+    direct: aioredis.Redis, keys: Keys, job_id: str, job: dict[str, Any]
+) -> None:
+    """As if the claim of this job never reached Redis' disk: pending, attempt 0, no lease."""
+    record = await direct.hgetall(keys.job(job_id))
+    await direct.hset(keys.job(job_id), mapping={"state": "pending", "attempt": 0})
+    await direct.hdel(keys.job(job_id), "worker", "claimed_at_ms", "started_at_ms")
+    await direct.zadd(keys.pending, {job_id: float(record["score"])})
+    await direct.zrem(keys.leases, job_id)
+    await direct.srem(keys.worker_jobs(job["worker"]), job_id)
+    await direct.delete(keys.attempts(job_id))
 
 
 @pytest.mark.parametrize(("policy", "early"), [("round_robin", True), ("affinity", False)])

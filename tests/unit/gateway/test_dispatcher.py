@@ -11,7 +11,10 @@ from gateway.app import load_policy
 from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
 from gateway.jobs import JobStore
-from gateway.links import Links
+from gateway.links import Links, WorkerLink, WorkerState
+from tests.unit.gateway.test_jobs import new_job
+from workers.client import ComfyClient
+from workers.launch import WorkerHandle, WorkerSpec
 
 
 @pytest.mark.parametrize("turns", range(6))
@@ -28,3 +31,37 @@ async def test_a_dispatcher_woken_just_before_it_is_cancelled_still_ends(
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=2)
     assert done, f"cancelled {turns} turns after a wake-up, the dispatcher kept running"
+
+
+class SuspectGuard:
+    """Redis may have restarted: a guard that has not repaired it yet."""
+
+    def __init__(self) -> None:
+        self.suspected = True
+
+    async def ready(self) -> bool:
+        return True
+
+    def suspect(self) -> None:
+        self.suspected = True
+
+
+async def test_no_job_is_claimed_while_a_redis_restart_is_suspected(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
+    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    dispatcher = Dispatcher(store, Links([link]), load_policy("sticky"), hub)
+    guard = SuspectGuard()
+    dispatcher.guard = guard
+    job = new_job()
+    await store.enqueue(job)
+    try:
+        assert await dispatcher.dispatch_once() == 0
+        assert await store.pending_ids() == [job.job_id]
+        guard.suspected = False
+        assert await dispatcher.dispatch_once() == 1
+    finally:
+        await dispatcher.stop()
+        await link.client.aclose()
