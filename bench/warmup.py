@@ -151,7 +151,8 @@ def report(results: dict[str, list[Run]], args: argparse.Namespace, load: float)
   Warm job: the median of {args.warm} more with other seeds. Medians over {args.runs} runs per
   mode; the ratio's range in brackets.
 - Start to ready: from spawning the gateway to `/readyz` 200. Preload moves the cold start
-  (CUDA set-up, checkpoint load) there, before clients see the worker: a one-step 64x64 run.
+  (CUDA set-up, checkpoint load) there, before clients see the worker: a one-step 64x64 run,
+  then a 10-step speed probe at the family's native size.
 - Machine: {os.cpu_count()} CPU cores shared with the gateway, Redis and the emulator; 1-minute
   load average before the run {load:.2f}; Python {sys.version.split()[0]}.
 
