@@ -156,15 +156,19 @@ class JobStore:
             out.append(JobRecord.from_hash(flat[i], raw))
         return out
 
-    async def claim(self, job_id: str, worker: str) -> JobRecord | None:
-        """Take a waiting job for `worker`: the claimed record (its new attempt), or None."""
-        keys = [
+    def _held_keys(self, job_id: str, worker: str) -> list[str]:
+        """The keys a job held by `worker` spans (CLAIM and REASSERT take them in this order)."""
+        return [
             self.keys.job(job_id),
             self.keys.pending,
             self.keys.leases,
             self.keys.worker_jobs(worker),
             self.keys.attempts(job_id),
         ]
+
+    async def claim(self, job_id: str, worker: str) -> JobRecord | None:
+        """Take a waiting job for `worker`: the claimed record (its new attempt), or None."""
+        keys = self._held_keys(job_id, worker)
         args: list[Arg] = [job_id, worker, self.now_ms(), self._deadline_ms()]
         reply = await shielded(self._claim(keys=keys, args=args))
         if not reply:
@@ -182,13 +186,7 @@ class JobStore:
         """Make Redis say that `worker` holds the job under `attempt`, with a lease (after a
         restart that lost writes); its record is recreated from `record` when missing.
         Returns 0 left alone (ended, superseded or requeued), 1 repaired, 2 already so."""
-        keys = [
-            self.keys.job(job_id),
-            self.keys.pending,
-            self.keys.leases,
-            self.keys.worker_jobs(worker),
-            self.keys.attempts(job_id),
-        ]
+        keys = self._held_keys(job_id, worker)
         before, _, after = self.keys.worker_jobs("\n").partition("\n")
         claimed_at_ms = record.claimed_at_ms if record and record.claimed_at_ms else self.now_ms()
         args: list[Arg] = [
@@ -227,11 +225,7 @@ class JobStore:
 
     def _fenced_keys(self, job_id: str, worker: str) -> list[str]:
         return [
-            self.keys.job(job_id),
-            self.keys.pending,
-            self.keys.leases,
-            self.keys.worker_jobs(worker),
-            self.keys.attempts(job_id),
+            *self._held_keys(job_id, worker),
             self.keys.history,
             self.keys.history_seq,
             self.keys.entry(job_id),
