@@ -163,6 +163,7 @@ class JobRecord:
             work_units=p.work_units,
             group=p.group,
             eligible=None if p.eligible is None else frozenset(p.eligible),
+            score=self.number,
         )
 
 

@@ -24,6 +24,32 @@ class JobView:
     """A/B group the client asked for (`extra_data.gateway.group`), if any."""
     eligible: frozenset[str] | None = None
     """Workers that can run it (validation, group); None means every worker."""
+    score: float = 0.0
+    """Its place in the queue within its priority (the farm-wide number): lower goes first."""
+
+
+@dataclass(frozen=True)
+class JobGroup:
+    key: str
+    head: tuple[JobView, ...]
+    """The group's first jobs in queue order (at most `queue.HEAD_JOBS`)."""
+    count: int
+    """All its waiting jobs."""
+    work_units: float
+    """Summed over all its waiting jobs."""
+    enqueued_s_sum: float
+    """Sum of its jobs' arrival times: summed waiting is `count * now - enqueued_s_sum`."""
+    oldest_s: float
+    """The earliest arrival among its head."""
+    top_priority: int
+
+    @property
+    def first(self) -> JobView:
+        return self.head[0]
+
+    def waited_s(self, now_s: float) -> float:
+        """Seconds its jobs have waited, summed."""
+        return max(self.count * now_s - self.enqueued_s_sum, 0.0)
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,9 @@ class Snapshot:
     workers: tuple[WorkerView, ...]
     demand_per_s: Mapping[str, float] = field(default_factory=dict)
     """Recent arrival rate of jobs per model key (jobs per second, smoothed); may be empty."""
+    groups: tuple[JobGroup, ...] = ()
+    """The whole queue as groups of interchangeable jobs (`gateway.scheduler.queue`); `jobs`
+    then holds each group's first jobs. Empty: the groups are those of `jobs`."""
 
 
 @dataclass(frozen=True)
