@@ -5,7 +5,8 @@ job, and the emulator's `Residency` deciding, per job, whether and from where it
 loads; `job_phases` gives the seconds. Whenever something changes (an arrival, a finish, or a
 tick every `tick_s` while jobs wait and a worker has room), the simulator builds a `Snapshot`
 as the gateway's dispatcher would and applies the policy's assignments, checking the policy's
-contract (free slots, eligibility, no job twice).
+contract (free slots, eligibility, no job twice). A closed-loop job (`SimJob.follows`) arrives
+a think time after the jobs it follows have finished.
 
 Late-binding policies get `slots` per worker (one running plus one prefetched, as the gateway);
 the early-binding baselines get an unlimited local queue, as the gateway gives them
@@ -18,7 +19,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.sim.costs import Card
 from bench.sim.trace import SimJob
@@ -137,6 +138,10 @@ class Simulator:
         self.unfinished = 0
         self.tick_at: float | None = None
         self.calls = 0
+        self.followers: dict[str, list[str]] = {}
+        """Closed loop: the jobs each job's finish releases (`SimJob.follows`)."""
+        self.pending: dict[str, int] = {}
+        """Closed loop: how many of its `follows` each unreleased job still waits for."""
 
     # --- events -------------------------------------------------------------------------
     def push(self, at_s: float, kind: str, what: str) -> None:
@@ -145,8 +150,7 @@ class Simulator:
     def run(self, jobs: Sequence[SimJob]) -> RunResult:
         by_id = {job.job_id: job for job in jobs}
         for job in jobs:
-            self.records[job.job_id] = JobRecord(job)
-            self.push(job.arrival_s, "arrive", job.job_id)
+            self.admit(job)
         now = 0.0
         diverged = False
         progress_s = 0.0
@@ -166,9 +170,28 @@ class Simulator:
             list(self.records.values()), list(self.workers.values()), diverged, now, self.calls
         )
 
+    def admit(self, job: SimJob) -> None:
+        """Record the job and schedule its arrival, or, closed loop, its release."""
+        self.records[job.job_id] = JobRecord(job)
+        if not job.follows:
+            self.push(job.arrival_s, "arrive", job.job_id)
+            return
+        self.pending[job.job_id] = len(job.follows)
+        for before in job.follows:
+            self.followers.setdefault(before, []).append(job.job_id)
+
+    def release(self, now: float, job_id: str) -> None:
+        """Closed loop: the jobs waiting only for `job_id` arrive after their think time."""
+        for follower in self.followers.pop(job_id, ()):
+            self.pending[follower] -= 1
+            if self.pending[follower] == 0:
+                self.push(now + self.records[follower].job.think_s, "arrive", follower)
+
     def handle(self, now: float, kind: str, what: str, by_id: dict[str, SimJob]) -> None:
         if kind == "arrive":
             job = by_id[what]
+            if job.follows:  # released now: it arrives now
+                job = self.records[what].job = replace(job, arrival_s=now)
             view = job_view(job)
             self.waiting[job.job_id] = view
             self.unfinished += 1
@@ -290,6 +313,8 @@ class Simulator:
     def finish(self, now: float, worker: WorkerState) -> None:
         if self.config.learned_speeds and worker.running is not None:
             learn(worker, self.records[worker.running.job_id])
+        if worker.running is not None:
+            self.release(now, worker.running.job_id)
         worker.running = None
         self.unfinished -= 1
         if worker.queue:

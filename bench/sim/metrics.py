@@ -36,6 +36,9 @@ class Summary:
     growth: float
     stable: bool
     makespan_s: float
+    round_makespan_s: float
+    """Mean over the sets of jobs that arrived together (a batch, a round of a burst, a lone
+    job) of the seconds from their arrival to the last one's finish."""
 
 
 def backlog_growth(arrivals: np.ndarray, ends: np.ndarray) -> float:
@@ -57,6 +60,14 @@ def backlog_growth(arrivals: np.ndarray, ends: np.ndarray) -> float:
     mid, end = backlog(0.4 * last, 0.5 * last), backlog(0.9 * last, last)
     between = np.count_nonzero((arrivals > 0.45 * last) & (arrivals <= 0.95 * last))
     return (end - mid) / max(int(between), 1)
+
+
+def round_makespan(arrivals: np.ndarray, ends: np.ndarray) -> float:
+    """Mean makespan of the sets of jobs sharing an arrival time (inf if one never finished)."""
+    times, which = np.unique(arrivals, return_inverse=True)
+    last = np.full(len(times), -np.inf)
+    np.maximum.at(last, which, ends)
+    return float(np.mean(last - times))
 
 
 def summarise(result: RunResult, warm_best: Sequence[float]) -> Summary:
@@ -98,6 +109,7 @@ def summarise(result: RunResult, warm_best: Sequence[float]) -> Summary:
         growth=growth,
         stable=not result.diverged and growth < STABLE_GROWTH,
         makespan_s=finish - start,
+        round_makespan_s=round_makespan(arrivals, ends),
     )
 
 

@@ -11,11 +11,21 @@ from bench.sim.costs import Card, make_card
 from bench.sim.engine import SimConfig, Simulator
 from bench.sim.farm import parse_farm
 from bench.sim.metrics import Summary, summarise
-from bench.sim.trace import SimJob, batch, bursty, catalogue, mix, poisson, sessions
+from bench.sim.trace import (
+    SimJob,
+    batch,
+    bursts,
+    bursty,
+    catalogue,
+    mix,
+    poisson,
+    sequential,
+    sessions,
+)
 from gateway.scheduler import affinity
 from gateway.scheduler.policy import Policy, make_policy, slots_per_worker
 
-ARRIVALS = ("poisson", "bursty", "session", "batch")
+ARRIVALS = ("poisson", "bursty", "session", "batch", "bursts", "sequential")
 
 
 @dataclass(frozen=True)
@@ -24,10 +34,13 @@ class Scenario:
     k: int = 8
     zipf_s: float = 1.0
     load: float = 0.8
-    """Offered load as a fraction of the capacity bound (ignored for batches)."""
+    """Offered load as a fraction of the capacity bound (ignored for batches, bursts and
+    sequential clients)."""
     jobs: int = 2000
     arrival: str = "poisson"
     seed: int = 0
+    burst: int = 1
+    """Jobs per round for `bursts` arrivals (each round on an idle farm)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,10 @@ def trace(scenario: Scenario) -> tuple[SimJob, ...]:
         return sessions(models, rate, scenario.jobs, scenario.seed)
     if scenario.arrival == "batch":
         return batch(models, scenario.jobs, scenario.seed)
+    if scenario.arrival == "bursts":
+        return bursts(models, scenario.burst, scenario.jobs, scenario.seed)
+    if scenario.arrival == "sequential":
+        return sequential(models, scenario.jobs, scenario.seed)
     raise ValueError(f"unknown arrival pattern {scenario.arrival!r}; known: {ARRIVALS}")
 
 

@@ -6,7 +6,7 @@ Every generator is a pure function of its arguments and a seeded numpy Generator
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +24,8 @@ STEPS = {
     "sdxl": ((20, 0.5), (30, 0.3), (8, 0.2)),
 }
 BATCHES = {"sd15": ((1, 0.85), (2, 0.15)), "sdxl": ((1, 0.9), (2, 0.1))}
+THINK_S = (0.0, 5.0)
+"""A closed-loop client's think time between a result and its next submission, uniform."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,10 @@ class SimJob:
     job_id: str
     arrival_s: float
     shape: JobShape
+    follows: tuple[str, ...] = ()
+    """Closed loop: released `think_s` after every job named here has finished, and its
+    `arrival_s` is then that release time. Empty: it arrives at `arrival_s`."""
+    think_s: float = 0.0
 
     @property
     def work_units(self) -> float:
@@ -148,6 +154,35 @@ def batch(models: Sequence[Checkpoint], n: int, seed: int) -> tuple[SimJob, ...]
     """n jobs submitted at once (time 0)."""
     rng = np.random.default_rng(seed)
     return _jobs(rng, models, [0.0] * n)
+
+
+def bursts(
+    models: Sequence[Checkpoint],
+    size: int,
+    n: int,
+    seed: int,
+    think_s: tuple[float, float] = THINK_S,
+) -> tuple[SimJob, ...]:
+    """n jobs in rounds of `size` submitted at once by one client: the first round at time 0,
+    each next one a think time (uniform in `think_s`) after every job of the previous round
+    finished, so each round lands on an idle farm."""
+    rng = np.random.default_rng(seed)
+    jobs = _jobs(rng, models, [0.0] * n)
+    thinks = rng.uniform(think_s[0], think_s[1], -(-n // size))
+    out = list(jobs[:size])
+    for i in range(size, n):
+        start = (i // size - 1) * size
+        before = tuple(job.job_id for job in jobs[start : start + size])
+        out.append(replace(jobs[i], follows=before, think_s=float(thinks[i // size])))
+    return tuple(out)
+
+
+def sequential(
+    models: Sequence[Checkpoint], n: int, seed: int, think_s: tuple[float, float] = THINK_S
+) -> tuple[SimJob, ...]:
+    """One client sending n jobs one after another: each a think time (uniform in `think_s`)
+    after the previous one finished."""
+    return bursts(models, 1, n, seed, think_s)
 
 
 def mix(models: Sequence[Checkpoint]) -> list[tuple[JobShape, float]]:
