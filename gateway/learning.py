@@ -1,16 +1,20 @@
 """What the gateway learns about each worker from the jobs it runs, as the policies need it.
 
-Pure: every function returns new values. The relay times each prompt's nodes from its
-`executing` transitions (`NodeClock`); when the prompt ends, `finished` sums them into phases
-(loader nodes = load, everything else = the warm run) and `learn` folds that into the worker's
+Pure: every function returns new values. The relay feeds each prompt's events to its
+`NodeClock` (`gateway.timing`); when the prompt ends, `finished` says what executed (loader
+nodes = load, sampler set-up before the first step = the rest of the load, everything else =
+the warm run; cached nodes count for nothing) and `learn` folds that into the worker's
 `Knowledge`:
 
 - speed per model family (`gateway.scheduler.speed`: seeded by the warm-up's speed probe, or
-  else by the first warm job of a family, then observed), from the seconds of a job that loaded
-  nothing, as the simulator learns them;
+  else by the first job of a family, then observed, robust to outliers), from the work units
+  of the samplers that executed and the seconds of a warm run of what executed: a job that
+  loaded teaches it too once its samplers' set-up is told apart (their steps were timed); a
+  job whose samplers were all cached teaches none;
 - load seconds per model key (and per family, for keys never loaded there) from jobs that
-  loaded: their loader nodes plus what the rest took beyond a warm run (the copy to VRAM
-  happens in the sampler); the warm-up seeds them (`gateway.supervision`);
+  loaded: their loader nodes that executed plus the samplers' set-up (the copy to VRAM
+  happens in the sampler), or, with steps untimed, what the rest took beyond a warm run; the
+  warm-up seeds them (`gateway.supervision`);
 - residency (`gateway.scheduler.residency`): the prompt's models become the most recent,
   corrected by `execution_cached` (a cached loader = resident) and by load-phase timing.
 
@@ -24,17 +28,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 from gateway.scheduler import cost, demand, residency
 from gateway.scheduler import speed as learned
 from gateway.scheduler.snapshot import JobView, WorkerView
+from gateway.timing import Finished, NodeClock, finished, is_loader, on_cached, on_executing
 from workers.comfy.families import family_of
 from workers.comfyargs import checkpoints_fitting, plan_launch
 
 __all__ = [
     "LOADED_FRACTION",
+    "LOAD_CLIP",
     "LOAD_SMOOTHING",
     "SEEN_LIMIT",
     "Arrivals",
@@ -57,6 +62,8 @@ __all__ = [
 
 LOAD_SMOOTHING = 0.5
 """Weight of a new load measurement against the estimate so far."""
+LOAD_CLIP = 3.0
+"""A load measurement counts at most this many times off the estimate so far."""
 LOADED_FRACTION = residency.LOADED_FRACTION
 
 
@@ -89,72 +96,6 @@ def _lru_size(args: Sequence[str]) -> int | None:
 
 
 @dataclass(frozen=True)
-class NodeClock:
-    """One prompt's node times so far, from its `executing` transitions."""
-
-    started_s: float = 0.0
-    node: str | None = None
-    since_s: float = 0.0
-    node_s: Mapping[str, float] = field(default_factory=dict)
-    cached: frozenset[str] = frozenset()
-
-
-def on_executing(clock: NodeClock, node: str | None, now_s: float) -> NodeClock:
-    """The clock once `node` starts (None: the prompt ended) at `now_s`."""
-    node_s = dict(clock.node_s)
-    if clock.node is not None:
-        node_s[clock.node] = node_s.get(clock.node, 0.0) + max(now_s - clock.since_s, 0.0)
-    return replace(clock, node=node, since_s=now_s, node_s=node_s)
-
-
-def on_cached(clock: NodeClock, nodes: object) -> NodeClock:
-    """The clock once `execution_cached` listed `nodes`."""
-    listed = frozenset(str(n) for n in nodes) if isinstance(nodes, list) else frozenset()
-    return replace(clock, cached=clock.cached | listed)
-
-
-def is_loader(class_type: object) -> bool:
-    return isinstance(class_type, str) and "Loader" in class_type
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A finished prompt as learning sees it."""
-
-    family: str
-    work_units: float
-    models: frozenset[str]
-    load_s: float | None = None
-    """Seconds of its loader nodes (None: not timed)."""
-    run_s: float | None = None
-    """Seconds of its other nodes: the warm run (None: not timed)."""
-    loader_cached: bool | None = None
-
-
-def finished(job: JobView, prompt: Mapping[str, Any], clock: NodeClock | None) -> Finished:
-    """What a prompt's node clock tells once it ended."""
-    models = cost.models_of(job)
-    if clock is None or (not clock.node_s and not clock.cached):
-        return Finished(job.family, job.work_units, models)
-    loaders = {node for node, body in prompt.items() if is_loader(_class_of(body))}
-    load = sum(s for node, s in clock.node_s.items() if node in loaders)
-    run = sum(s for node, s in clock.node_s.items() if node not in loaders)
-    cached: bool | None = None
-    if loaders & clock.cached:
-        cached = True
-    elif loaders & set(clock.node_s):
-        cached = False
-    timed = bool(clock.node_s)
-    return Finished(
-        job.family, job.work_units, models, load if timed else None, run if timed else None, cached
-    )
-
-
-def _class_of(body: object) -> object:
-    return body.get("class_type") if isinstance(body, Mapping) else None
-
-
-@dataclass(frozen=True)
 class Knowledge:
     """What the gateway believes about one worker."""
 
@@ -174,8 +115,11 @@ def learn(known: Knowledge, done: Finished, slots: int) -> Knowledge:
         _expected_load_s(known.load_s, done),
     )
     loaded = residency.was_resident(evidence) is False
+    # A load's copy to VRAM lands in the sampler: its run is a warm one only once the
+    # samplers' set-up is told apart from their steps.
+    teaches_speed = not loaded or done.setup_s is not None
     return Knowledge(
-        book=known.book if loaded else _speed(known.book, done),
+        book=_speed(known.book, done) if teaches_speed else known.book,
         load_s=_loads(known, done, evidence) if loaded else known.load_s,
         resident=believed_after(known.resident, evidence, slots),
     )
@@ -194,10 +138,13 @@ def shifted(
 
 
 def loading_s(book: Mapping[str, learned.SpeedEstimate], done: Finished) -> float | None:
-    """Seconds the job spent loading: its loader nodes, plus what its other nodes took beyond
-    a warm run (the copy of the weights to VRAM happens in the sampler, as in ComfyUI)."""
+    """Seconds the job spent loading: its loader nodes, plus its samplers' set-up before their
+    first step, or, with their steps untimed, what its other nodes took beyond a warm run (the
+    copy of the weights to VRAM happens in the sampler, as in ComfyUI)."""
     if done.load_s is None:
         return None
+    if done.setup_s is not None:
+        return done.load_s + done.setup_s
     estimate = book.get(done.family)
     if estimate is None or done.run_s is None:
         return done.load_s
@@ -214,14 +161,16 @@ def _expected_load_s(load_s: Mapping[str, float], done: Finished) -> float | Non
 def _speed(
     book: Mapping[str, learned.SpeedEstimate], done: Finished
 ) -> Mapping[str, learned.SpeedEstimate]:
-    """A warm job (nothing loaded) teaches the family's speed."""
-    if done.run_s is None or done.run_s <= 0 or done.family == "unknown":
+    """A warm run of executed samplers teaches the family's speed; one that sampled nothing
+    (every sampler cached) or was not timed teaches nothing."""
+    seconds = done.warm_s
+    if seconds is None or seconds <= 0 or done.work_units <= 0 or done.family == "unknown":
         return book
     estimate = book.get(done.family)
     if estimate is None:
-        estimate = learned.seed(done.work_units, done.run_s)
+        estimate = learned.seed(done.work_units, seconds)
     else:
-        estimate = learned.observe(estimate, done.work_units, done.run_s)
+        estimate = learned.observe(estimate, done.work_units, seconds)
     return {**book, done.family: estimate}
 
 
@@ -241,8 +190,11 @@ def _loads(known: Knowledge, done: Finished, evidence: residency.Evidence) -> Ma
 
 
 def _smoothed(before: float | None, measured: float) -> float:
-    if before is None:
+    """The load estimate after `measured`; a measurement more than `LOAD_CLIP` times off the
+    estimate counts as `LOAD_CLIP` times off (a first read from disk, a stalled socket)."""
+    if before is None or before <= 0:
         return measured
+    measured = min(max(measured, before / LOAD_CLIP), before * LOAD_CLIP)
     return (1.0 - LOAD_SMOOTHING) * before + LOAD_SMOOTHING * measured
 
 

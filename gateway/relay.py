@@ -22,12 +22,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from gateway import tasks
+from gateway import tasks, timing
 from gateway.events import BROADCAST, ClientFrame, preview_prompt_id, text_frame
 from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
-from gateway.learning import NodeClock, on_cached, on_executing
 from gateway.links import Held, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from workers.client import Frame, WorkerError
@@ -136,17 +135,12 @@ class Relay:
         self._forward(held, message)
 
     def _time(self, held: Held, kind: object, data: dict[str, Any]) -> None:
-        """Node times for learning: `executing` transitions and `execution_cached`."""
+        """Node times for learning (`gateway.timing`): `executing` transitions,
+        `execution_cached`, sampler `progress`, the worker's start and end stamps."""
         if kind == EventKind.EXECUTION_START:
-            now_s = self.clock()
-            held.clock = NodeClock(started_s=now_s, since_s=now_s)
-        elif held.clock is None:
-            return
-        elif kind == EventKind.EXECUTING:
-            node = data.get("node")
-            held.clock = on_executing(held.clock, None if node is None else str(node), self.clock())
-        elif kind == EventKind.EXECUTION_CACHED:
-            held.clock = on_cached(held.clock, data.get("nodes"))
+            held.clock = timing.started(data, self.clock())
+        elif held.clock is not None:
+            held.clock = timing.on_event(held.clock, kind, data, self.clock())
 
     def _background(self, write: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.create_task(write)

@@ -6,10 +6,13 @@ instance (card + launch flags) and family. Pure: every function returns a new es
 - Seeded by the warm-up (one or two calibration jobs), so a new instance is usable at once.
 - Weighted least squares with exponential forgetting (`half_life` jobs), so it follows slow
   changes; with one job size only, the split between fixed and per-unit time keeps the prior's.
-- Robust to first-run outliers (compile, cache warm-up): an observation more than `clip` times
-  off the prediction counts as `clip` times off.
-- Drift detection: a two-sided CUSUM on log(observed / predicted); when it fires (a throttled
-  card, a co-tenant), the history is dropped and the estimate rescaled to the recent level.
+- Robust to outliers (a first run's compile and cache warm-up, a stalled socket's huge or
+  near-zero duration): in the fit an observation more than `trust` times off the prediction
+  counts as `trust` times off, so one moves the estimate little.
+- Drift detection: a two-sided CUSUM on log(observed / predicted), each observation counted
+  at most `clip` times off, so one outlier never fires it; when it fires (a throttled card, a
+  co-tenant: several observations far off the same way), the history is dropped and the
+  estimate rescaled to the recent level.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ class Learning:
     half_life: float = 40.0
     """Jobs after which an observation weighs half."""
     clip: float = 3.0
+    """The most an observation counts off the prediction for the drift detector."""
+    trust: float = 1.5
+    """The most an observation counts off the prediction in the fit."""
     prior_weight: float = 2.0
     """How many observations the seed is worth."""
     drift_slack: float = 0.1
@@ -111,17 +117,25 @@ def _drifted(est: SpeedEstimate, log_ratio: float, learning: Learning) -> SpeedE
 def observe(
     est: SpeedEstimate, work_units: float, seconds: float, learning: Learning = Learning()
 ) -> SpeedEstimate:
-    """The estimate after one warm job of `work_units` took `seconds` (load excluded)."""
+    """The estimate after one warm job of `work_units` took `seconds` (load excluded): one
+    observation moves the prediction by at most a share of `trust` times off."""
     predicted = max(est.predict_s(work_units), 1e-9)
-    ratio = min(max(seconds / predicted, 1.0 / learning.clip), learning.clip)
+    ratio = _bounded(seconds / predicted, learning.clip)
     est = _drifted(est, math.log(ratio), learning)
     if max(est.cusum_up, est.cusum_down) > learning.drift_limit:
         # A new regime: keep the shape, rescale to the recent level, forget the history.
         est = SpeedEstimate(est.fixed_s * ratio, est.per_unit_s * ratio, shifts=est.shifts + 1)
         est = _add(est, work_units, predicted * ratio, learning.prior_weight)
+        predicted *= ratio
+        ratio = 1.0
     factor = 0.5 ** (1.0 / learning.half_life)
-    est = _add(_decayed(est, factor), work_units, predicted * ratio, 1.0)
+    counted_s = predicted * _bounded(ratio, learning.trust)
+    est = _add(_decayed(est, factor), work_units, counted_s, 1.0)
     return replace(_fit(est), observations=est.observations + 1)
+
+
+def _bounded(ratio: float, limit: float) -> float:
+    return min(max(ratio, 1.0 / limit), limit)
 
 
 def views(

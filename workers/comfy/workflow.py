@@ -138,7 +138,12 @@ def _scheduler_steps(prompt: Prompt, link: Any) -> int:
 
 
 def work_units(prompt: Prompt) -> float:
-    """Sum over samplers of steps * megapixels * batch size * frames.
+    """Sum over samplers of steps * megapixels * batch size * frames (`sampler_work`)."""
+    return sum(sampler_work(prompt).values())
+
+
+def sampler_work(prompt: Prompt) -> dict[str, float]:
+    """Work units of each sampler node: steps * megapixels * batch size * frames.
 
     The latent's size is found by following `latent_image` (then `samples`, `latent`,
     `pixels`, `image`) upstream to a node with integer `width` and `height` (its
@@ -146,10 +151,10 @@ def work_units(prompt: Prompt) -> float:
     DEFAULT_WIDTH x DEFAULT_HEIGHT, batch 1, one frame when none is found.
     One megapixel is 1,000,000 pixels.
     """
-    total = 0.0
-    for node_id, steps in sampler_nodes(prompt):
-        total += steps * _latent_megapixels(prompt, node_id)
-    return total
+    return {
+        node_id: steps * _latent_megapixels(prompt, node_id)
+        for node_id, steps in sampler_nodes(prompt)
+    }
 
 
 def _latent_megapixels(prompt: Prompt, sampler_id: str) -> float:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway import learning
+from gateway import learning, timing
 from gateway.app import load_policy
 from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
@@ -18,6 +18,7 @@ from gateway.learning import Finished, Knowledge, NodeClock
 from gateway.links import Held, Links, WorkerLink
 from gateway.models import JobRecord, JobState, Placement
 from gateway.relay import Relay
+from gateway.scheduler import speed as learned_speed
 from gateway.scheduler.residency import Evidence
 from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
 from gateway.timescale import emulated, in_emulated_time
@@ -294,3 +295,187 @@ async def test_a_started_job_s_models_count_as_resident_its_load_still_as_work(
     # ...and its load (10 s by default) is still counted as work to do, less the second spent
     assert shown.outstanding_s == pytest.approx(10.0 + 20.0 / shown.speed["sd15"] - 1.0)
     await asyncio.gather(*relay._writes)
+
+
+# -- only what executed teaches ----------------------------------------------------------------
+
+# ComfyUI's default graph (script_examples/websockets_api_example.py), its VAE from a loader.
+GRAPH: dict[str, Any] = {
+    "3": {
+        "class_type": "KSampler",
+        "inputs": {"steps": 20, "model": ["4", 0], "latent_image": ["5", 0]},
+    },
+    "4": {"class_type": "CheckpointLoaderSimple", "inputs": {"ckpt_name": SDXL}},
+    "5": {"class_type": "EmptyLatentImage", "inputs": {"width": 1024, "height": 1024}},
+    "6": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1]}},
+    "7": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["4", 1]}},
+    "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["10", 0]}},
+    "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0]}},
+    "10": {"class_type": "VAELoader", "inputs": {"vae_name": "sdxl_vae.safetensors"}},
+}
+# websockets_api_example_ws_images.py: the same graph, its output a SaveImageWebsocket node
+WS_GRAPH = {
+    **{k: v for k, v in GRAPH.items() if k != "9"},
+    "save_image_websocket_node": {"class_type": "SaveImageWebsocket", "inputs": {}},
+}
+UNITS = 20 * 1024 * 1024 / 1e6  # the sampler's steps x megapixels
+STEP_S = 0.25  # 20 steps: 5 s of sampling
+WARM = (("6", 0.1), ("3", 0.0), ("8", 0.5), ("9", 0.2))  # what a new seed re-runs
+COLD = (("4", 2.0), ("7", 0.1), *WARM)  # a load: the loader and both encoders run
+
+
+def ran(
+    executed: tuple[tuple[str, float], ...],
+    *,
+    cached: tuple[str, ...] = (),
+    setup_s: float = 0.0,
+    progress: bool = True,
+    worker_span_x: float = 1.0,
+) -> NodeClock:
+    """The clock of a prompt as the relay builds it: the `executed` nodes (id, seconds) run in
+    order; the sampler "3" spends `setup_s`, then 20 steps of STEP_S, each reported (unless not
+    `progress`). The worker stamps a span `worker_span_x` times what the relay saw."""
+    now_s = 0.0
+    clock = timing.started({"timestamp": 1_000_000}, now_s)
+    clock = timing.on_event(clock, "execution_cached", {"nodes": list(cached)}, now_s)
+    for node, seconds in executed:
+        clock = timing.on_event(clock, "executing", {"node": node}, now_s)
+        if node != "3":
+            now_s += seconds
+            continue
+        now_s += setup_s
+        for step in range(1, 21):
+            now_s += STEP_S
+            if progress:
+                data = {"node": node, "value": step, "max": 20}
+                clock = timing.on_event(clock, "progress", data, now_s)
+    stamp_ms = 1_000_000 + round(now_s * 1000 * worker_span_x)
+    clock = timing.on_event(clock, "execution_success", {"timestamp": stamp_ms}, now_s)
+    return timing.on_event(clock, "executing", {"node": None}, now_s)
+
+
+WARM_S = 0.1 + 5.0 + 0.5 + 0.2
+RUNS = {
+    "a warm run: a new seed": (
+        ran(WARM, cached=("4", "5", "7", "10")),
+        (UNITS, 0.0, WARM_S, 0.0, True),
+    ),
+    "the ws-images example after the first: only its output node runs": (
+        ran((("save_image_websocket_node", 0.01),), cached=("3", "4", "5", "6", "7", "8", "10")),
+        (0.0, 0.0, 0.01, 0.0, True),
+    ),
+    "an identical resubmission: every node cached": (
+        ran((), cached=tuple(GRAPH)),
+        (0.0, None, None, None, True),
+    ),
+    "a load: the copy to VRAM before the first step is load, the steps are speed": (
+        ran(COLD, cached=("5", "10"), setup_s=3.0),
+        (UNITS, 2.0, WARM_S + 0.1, 3.0, False),
+    ),
+    "a load whose steps were not reported": (
+        ran(COLD, cached=("5", "10"), setup_s=3.0, progress=False),
+        (UNITS, 2.0, WARM_S + 0.1 + 3.0, None, False),
+    ),
+    "a stalled socket: the worker's stamps span twice what the relay saw": (
+        ran(WARM, cached=("4", "5", "7", "10"), worker_span_x=2.0),
+        (UNITS, None, None, None, True),
+    ),
+}
+
+
+@pytest.mark.parametrize(("clock", "expected"), RUNS.values(), ids=RUNS.keys())
+def test_only_nodes_that_executed_are_counted(
+    clock: NodeClock, expected: tuple[float, float | None, float | None, float | None, bool]
+) -> None:
+    prompt = WS_GRAPH if "save_image_websocket_node" in clock.node_s else GRAPH
+    done = learning.finished(view(SDXL), prompt, clock)
+    seen = (done.work_units, done.load_s, done.warm_s, done.setup_s, done.loader_cached)
+    assert seen == pytest.approx(expected)
+
+
+def known_sdxl(units_per_s: float = 5.69) -> Knowledge:
+    """A worker that runs sdxl at `units_per_s`, fixed seconds included, holding SDXL."""
+    estimate = learned_speed.seed(UNITS, UNITS / units_per_s)
+    return Knowledge(book={"sdxl": estimate}, load_s={SDXL: 5.0, "sdxl": 5.0}, resident=(SDXL,))
+
+
+LESSONS = {
+    "a warm run observes the speed": (known_sdxl(UNITS / WARM_S), RUNS["a warm run: a new seed"]),
+    "a cached sampler teaches no speed (was learned 3x faster)": (
+        known_sdxl(),
+        RUNS["the ws-images example after the first: only its output node runs"],
+    ),
+    "a load teaches the speed of its steps": (
+        Knowledge(),
+        RUNS["a load: the copy to VRAM before the first step is load, the steps are speed"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("known", "run"), LESSONS.values(), ids=LESSONS.keys())
+def test_speed_is_learned_from_samplers_that_executed(known: Knowledge, run: Any) -> None:
+    clock, (units, _, warm_s, _, _) = run
+    prompt = WS_GRAPH if "save_image_websocket_node" in clock.node_s else GRAPH
+    after = learning.learn(known, learning.finished(view(SDXL), prompt, clock), slots=1)
+    if units == 0:
+        assert after.book == known.book
+        return
+    assert after.book["sdxl"].predict_s(units) == pytest.approx(warm_s, rel=0.01)
+    assert after.book["sdxl"].observations == (1 if known.book else 0)
+
+
+def test_a_load_teaches_its_loader_plus_the_copy_to_vram() -> None:
+    clock, _ = RUNS["a load: the copy to VRAM before the first step is load, the steps are speed"]
+    known = Knowledge(load_s={SDXL: 5.0}, resident=(SD15,))
+    after = learning.learn(known, learning.finished(view(SDXL), GRAPH, clock), slots=1)
+    assert after.load_s[SDXL] == pytest.approx(5.0)  # 2 s read + 3 s copy
+    assert after.resident == (SDXL,)
+
+
+def test_a_fresh_worker_knows_its_family_after_a_load_and_three_identical_runs() -> None:
+    """The websockets example four times on a fresh farm: the first loads, the rest are
+    cached end to end. `learned.families` stayed empty: a load taught no speed."""
+    known = Knowledge()
+    first, _ = RUNS["a load: the copy to VRAM before the first step is load, the steps are speed"]
+    again, _ = RUNS["an identical resubmission: every node cached"]
+    for clock in (first, again, again, again):
+        known = learning.learn(known, learning.finished(view(SDXL), GRAPH, clock), slots=1)
+    assert set(known.book) == {"sdxl"}
+    assert known.book["sdxl"].predict_s(UNITS) == pytest.approx(WARM_S + 0.1, rel=0.01)
+
+
+def test_the_first_job_of_a_process_teaches_its_steps_not_its_start_up() -> None:
+    # CUDA's first use and the copy: 12 s before the first step of a 5 s sampler
+    clock = ran(COLD, cached=("5", "10"), setup_s=12.0)
+    known = learning.learn(Knowledge(), learning.finished(view(SDXL), GRAPH, clock), slots=1)
+    assert known.book["sdxl"].predict_s(UNITS) == pytest.approx(WARM_S + 0.1, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("relay_s", "worker_ms", "trusted"),
+    [
+        (10.0, 10_000, True),
+        (10.0, 11_500, True),  # within a quarter
+        (10.0, 20_000, False),  # the events came late, in a burst
+        (0.001, 9_000, False),  # near-zero: a burst after a stall
+        (0.02, 60, True),  # tiny jobs: tens of milliseconds of jitter are no stall
+    ],
+)
+def test_the_worker_s_stamps_tell_whether_the_relay_s_times_hold(
+    relay_s: float, worker_ms: int, trusted: bool
+) -> None:
+    clock = timing.started({"timestamp": 5_000}, 100.0)
+    clock = timing.on_event(clock, "execution_success", {"timestamp": 5_000 + worker_ms}, 0.0)
+    clock = timing.on_event(clock, "executing", {"node": None}, 100.0 + relay_s)
+    assert timing.trusted(clock) is trusted
+
+
+def test_progress_counts_only_for_the_node_that_runs() -> None:
+    clock = timing.started({}, 0.0)
+    clock = timing.on_event(clock, "executing", {"node": "3"}, 1.0)
+    for node, value, at_s in (("8", 1, 1.5), ("3", 1, 2.0), ("3", True, 2.5), ("3", 3, 3.0)):
+        clock = timing.on_event(clock, "progress", {"node": node, "value": value}, at_s)
+    assert set(clock.steps) == {"3"}
+    steps = clock.steps["3"]
+    assert (steps.begin_s, steps.first_value, steps.last_value) == (1.0, 1, 3)
+    assert steps.setup_s() == pytest.approx(0.5)  # 1 s to the first step, a step is 0.5 s

@@ -60,3 +60,23 @@ def test_a_shift_is_counted_only_when_the_pace_really_changes() -> None:
     assert steady.shifts == 0  # 5 % noise never fires
     slowed = learn(steady, 15, rng, scale=2.0)
     assert slowed.shifts == 1
+
+
+STEADY = learn(seed(5.0, true_s(5.0)), 50, random.Random(5))
+OUTLIERS = {
+    "a first run's compile on a seed": (seed(10.0, true_s(10.0)), 20.0, 0.2),
+    "a stalled socket's huge duration on a seed": (seed(10.0, true_s(10.0)), 100.0, 0.2),
+    "a stalled socket's near-zero duration on a seed": (seed(10.0, true_s(10.0)), 1e-3, 0.2),
+    "a huge duration after 50 jobs": (STEADY, 100.0, 0.05),
+    "a near-zero duration after 50 jobs": (STEADY, 1e-3, 0.05),
+}
+
+
+@pytest.mark.parametrize(("est", "times_off", "moved"), OUTLIERS.values(), ids=OUTLIERS.keys())
+def test_one_outlier_does_not_move_the_estimate_far(
+    est: SpeedEstimate, times_off: float, moved: float
+) -> None:
+    before_s = est.predict_s(10.0)
+    after = observe(est, 10.0, times_off * before_s)
+    assert after.predict_s(10.0) == pytest.approx(before_s, rel=moved)
+    assert after.shifts == est.shifts  # one outlier is no new regime
