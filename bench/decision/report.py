@@ -1,0 +1,154 @@
+"""The decision-cost table (Markdown) and plot (PNG), each headed by the command that made it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.decision.snapshots import (
+    BURST_SPAN_S,
+    SLOTS,
+    STEADY_SPAN_S,
+    TARGETS_MS,
+    ZIPF_S,
+    Size,
+)
+from bench.decision.timing import POLICIES, Budget, Row
+from gateway.scheduler import queue
+
+
+def fmt_ms(row: Row, q: float) -> str:
+    """The q-th percentile (100: the max) in ms; `>` where it is a call cut at the cap."""
+    value = row.pct_ms(q) if q < 100 else max(row.samples_ms)
+    text = f"{value:.3f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
+    return ">" + text if row.cut and value >= row.samples_ms[-1] else text
+
+
+def cell(row: Row) -> str:
+    return f"{fmt_ms(row, 50)} / {fmt_ms(row, 99)} / {fmt_ms(row, 100)} ({len(row.samples_ms)})"
+
+
+def target_cell(case: str, size: Size, rows: Sequence[Row]) -> str:
+    target = TARGETS_MS.get(size)
+    ours = [r for r in rows if r.policy == POLICIES[0]]
+    if target is None or not ours:
+        return ""
+    met = not ours[0].cut and ours[0].pct_ms(99) <= target
+    return f"<= {target:g} ms: {'met' if met else '**missed**'}"
+
+
+def table(rows: Sequence[Row]) -> str:
+    policies = list(dict.fromkeys(r.policy for r in rows))
+    header = ["case", "jobs x workers x models", "groups", "shown jobs"]
+    header += [f"{p} p50 / p99 / max ms (calls)" for p in policies] + ["affinity p99 target"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    keyed = {
+        (r.case, r.size): [x for x in rows if (x.case, x.size) == (r.case, r.size)] for r in rows
+    }
+    for (case, size), group in keyed.items():
+        by_policy = {r.policy: r for r in group}
+        cells = [cell(by_policy[p]) if p in by_policy else "-" for p in policies]
+        first = group[0]
+        body = [case, size.label, str(first.groups), f"{first.shown:,}", *cells]
+        lines.append("| " + " | ".join([*body, target_cell(case, size, group)]) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        names = [
+            ln.split(":", 1)[1].strip()
+            for ln in info.read_text().splitlines()
+            if ln.startswith("model name")
+        ]
+        cpu = names[0] if names else cpu
+    load = os.getloadavg()[0]
+    return (
+        f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}; 1-minute load average at the start: {load:.2f}"
+    )
+
+
+def plot(rows: Sequence[Row], path: Path, command: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(r.case for r in rows))
+    fig, axes = plt.subplots(1, len(cases), figsize=(6.5 * len(cases), 5), squeeze=False)
+    for ax, case in zip(axes[0], cases, strict=True):
+        of_case = [r for r in rows if r.case == case]
+        sizes = list(dict.fromkeys(r.size for r in of_case))
+        for name in dict.fromkeys(r.policy for r in of_case):
+            mine = {r.size: r for r in of_case if r.policy == name}
+            xs = [i for i, size in enumerate(sizes) if size in mine]
+            ys = [mine[sizes[i]].pct_ms(99) for i in xs]
+            style = {"linewidth": 2.5, "color": "black"} if name == POLICIES[0] else {}
+            ax.plot(xs, ys, marker="o", label=name, **style)
+        targets = [(i, TARGETS_MS[size]) for i, size in enumerate(sizes) if size in TARGETS_MS]
+        if targets:
+            tx, ty = zip(*targets, strict=True)
+            ax.scatter(tx, ty, marker="_", s=400, color="red", label="affinity p99 target")
+        ax.set_xticks(range(len(sizes)), [size.label for size in sizes], rotation=60, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("p99 ms per decision")
+        ax.set_title(f"{case}: jobs x workers x models", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.text(0.01, 0.005, command, fontsize=6, color="gray")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+NOTES = (
+    "Each cell: p50 / p99 / max milliseconds of one `policy.assign(snapshot)` call, and how many "
+    "calls were timed (after one untimed warm-up call; at least {min_reps} calls or {budget_s:g} "
+    "s of calls, at most {max_reps}; `>`: a call cut at {cap_s:g} s, a lower bound). Groups: "
+    "`queue.group_jobs` of the waiting jobs; shown jobs: their heads (`queue.heads_in_order`, "
+    "at most {head} per group), the snapshot's `jobs`.",
+    "Workers: h200, rtx4070ti, h200 with `--cache-lru 8`, rtx4070ti, in turn; speeds fitted to "
+    "the emulator's cost model, load seconds from the page cache for what a worker holds and "
+    "from disk for the rest; a Zipf({zipf:g}) catalogue of SD1.5 and SDXL checkpoints. Burst: "
+    "every job arrived within the last {burst:g} s, every worker idle with {slots} free slots, "
+    "holding one checkpoint (eight under LRU). Steady: the jobs arrived over the last "
+    "{steady:g} s; one worker has just finished a job and started its prefetched one (one free "
+    "slot), every other runs one job and holds one prefetched (no free slot). Every policy gets "
+    "the same snapshot ({slots} slots per worker; `ect_greedy` binds early in the simulator, "
+    "here it is timed as if late).",
+)
+
+
+def write(rows: Sequence[Row], out: Path, command: str, budget: Budget) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    notes = [
+        note.format(
+            min_reps=budget.min_reps,
+            budget_s=budget.budget_s,
+            max_reps=budget.max_reps,
+            cap_s=budget.cap_s,
+            head=queue.HEAD_JOBS,
+            zipf=ZIPF_S,
+            burst=BURST_SPAN_S,
+            steady=STEADY_SPAN_S,
+            slots=SLOTS,
+        )
+        for note in NOTES
+    ]
+    text = (
+        "# Decision cost\n\n"
+        f"Made by `{command}` on {machine()}.\n\n"
+        + table(rows)
+        + "\n\n"
+        + "\n\n".join(notes)
+        + "\n"
+    )
+    path = out / "decision.md"
+    path.write_text(text)
+    plot(rows, out / "decision.png", command)
+    return path

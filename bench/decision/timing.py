@@ -1,0 +1,134 @@
+"""Timing one policy's calls on one snapshot: enough calls for a p99, a cap on a runaway call."""
+
+from __future__ import annotations
+
+import gc
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+import numpy as np
+
+import gateway.scheduler  # noqa: F401  (registers the policies)
+from bench.decision.snapshots import CASES, Size, build_snapshot
+from gateway.scheduler.policy import Policy, make_policy
+from gateway.scheduler.snapshot import Snapshot
+
+POLICIES = ("affinity", "swarm_like", "ect_greedy")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to time one row: until `max_reps` calls, or `budget_s` once `min_reps` ran;
+    a call still running at `cap_s` is cut (its row then shows a lower bound)."""
+
+    min_reps: int = 100
+    max_reps: int = 2_000
+    budget_s: float = 1.0
+    cap_s: float = 20.0
+
+
+QUICK_BUDGET = Budget(min_reps=3, max_reps=20, budget_s=0.05, cap_s=5.0)
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    size: Size
+    policy: str
+    groups: int
+    shown: int
+    """Jobs in the snapshot's `jobs` (the groups' heads)."""
+    placed: int
+    """Assignments of one call."""
+    samples_ms: tuple[float, ...]
+    cut: bool
+    """A call was still running at the cap: the last sample is a lower bound."""
+
+    def pct_ms(self, q: float) -> float:
+        return float(np.percentile(self.samples_ms, q, method="higher"))
+
+
+class Overrun(Exception):
+    """A call ran past the row's cap."""
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise `Overrun` in this thread once `seconds` have passed (pure-Python calls only). An
+    alarm set before (pytest-timeout's) is put back with what was left of it."""
+
+    def fire(signum: int, frame: FrameType | None) -> None:
+        raise Overrun
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    began = time.monotonic()
+    outer_s, outer_every_s = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer_s > 0:
+            left_s = max(outer_s - (time.monotonic() - began), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left_s, outer_every_s)
+
+
+def _timed_ms(policy: Policy, snapshot: Snapshot) -> tuple[float, int]:
+    began = time.perf_counter_ns()
+    placed = len(policy.assign(snapshot))
+    return (time.perf_counter_ns() - began) / 1e6, placed
+
+
+def measure(policy: Policy, snapshot: Snapshot, budget: Budget) -> tuple[list[float], int, bool]:
+    """Milliseconds of each call after one warm-up call, the assignments of one call, and
+    whether a call was cut at the cap (its milliseconds so far then close the samples)."""
+    samples: list[float] = []
+    placed = 0
+    began_s = call_s = time.perf_counter()
+    try:
+        with deadline(budget.cap_s):
+            _, placed = _timed_ms(policy, snapshot)
+            while len(samples) < budget.max_reps:
+                call_s = time.perf_counter()
+                if len(samples) >= budget.min_reps and call_s - began_s >= budget.budget_s:
+                    break
+                samples.append(_timed_ms(policy, snapshot)[0])
+    except Overrun:
+        return [*samples, 1000.0 * (time.perf_counter() - call_s)], placed, True
+    return samples, placed, False
+
+
+def time_row(case: str, size: Size, name: str, snapshot: Snapshot, budget: Budget) -> Row:
+    gc.collect()
+    samples, placed, cut = measure(make_policy(name), snapshot, budget)
+    return Row(
+        case=case,
+        size=size,
+        policy=name,
+        groups=len(snapshot.groups),
+        shown=len(snapshot.jobs),
+        placed=placed,
+        samples_ms=tuple(samples),
+        cut=cut,
+    )
+
+
+def run_rows(
+    sizes: Sequence[Size], policies: Sequence[str], budget: Budget, cases: Sequence[str] = CASES
+) -> list[Row]:
+    """Every (case, size) snapshot timed under every policy, printed as it goes."""
+    rows: list[Row] = []
+    for case in cases:
+        for size in sizes:
+            snapshot = build_snapshot(case, size)
+            for name in policies:
+                row = time_row(case, size, name, snapshot, budget)
+                p99 = f"{row.pct_ms(99):.3f}"
+                print(f"{case:6} {size.label:>22} {name:12} p99 {p99} ms", file=sys.stderr)
+                rows.append(row)
+    return rows

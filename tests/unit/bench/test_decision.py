@@ -1,0 +1,66 @@
+"""The decision-cost harness: the snapshots it builds and the rows it produces (not timings)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bench.decision.__main__ import main
+from bench.decision.snapshots import Size, build_snapshot
+from bench.decision.timing import Budget, measure, run_rows
+from gateway.scheduler.snapshot import Assignment, Snapshot
+
+TINY = Budget(min_reps=2, max_reps=3, budget_s=0.0, cap_s=5.0)
+
+
+@pytest.mark.parametrize(
+    ("case", "free_workers", "free_slots"), [("burst", 8, 16), ("steady", 1, 1)]
+)
+def test_snapshots_are_built_as_the_dispatcher_builds_them(
+    case: str, free_workers: int, free_slots: int
+) -> None:
+    snapshot = build_snapshot(case, Size(jobs=300, workers=8, models=4))
+    assert len(snapshot.groups) == 4
+    assert sum(group.count for group in snapshot.groups) == 300
+    assert len(snapshot.jobs) == sum(len(group.head) for group in snapshot.groups)
+    assert sum(w.free_slots > 0 for w in snapshot.workers) == free_workers
+    assert sum(w.free_slots for w in snapshot.workers) == free_slots
+    assert all(w.speed and w.load_s and w.resident for w in snapshot.workers)
+
+
+def test_the_harness_gives_a_row_per_case_size_and_policy() -> None:
+    sizes = [Size(10, 2, 1), Size(40, 4, 4)]
+    rows = run_rows(sizes, ["swarm_like", "ect_greedy"], TINY)
+    assert [(r.case, r.size, r.policy) for r in rows] == [
+        (case, size, policy)
+        for case in ("burst", "steady")
+        for size in sizes
+        for policy in ("swarm_like", "ect_greedy")
+    ]
+    assert all(len(r.samples_ms) >= 2 and not r.cut and r.placed > 0 for r in rows)
+
+
+@dataclass(frozen=True)
+class Sleepy:
+    name: str = "sleepy"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        time.sleep(0.5)
+        return []
+
+
+def test_a_call_past_the_cap_is_cut_and_flagged() -> None:
+    snapshot = build_snapshot("burst", Size(10, 2, 1))
+    samples, _, cut = measure(Sleepy(), snapshot, Budget(cap_s=0.05))
+    assert cut
+    assert len(samples) == 1
+
+
+def test_quick_mode_writes_the_table_and_the_plot(tmp_path: Path) -> None:
+    assert main(["--quick", "--policies", "swarm_like", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "decision.md").read_text()
+    assert "| burst | 10 x 2 x 1 |" in text
+    assert (tmp_path / "decision.png").stat().st_size > 0
