@@ -233,8 +233,12 @@ class Dispatcher:
             log.error("%s failed", task.get_name(), exc_info=task.exception())
 
     async def _send(self, link: WorkerLink, job: JobRecord, held: Held) -> None:
-        targets = json.loads(job.targets_json) if job.targets_json else None
+        """Send a claimed job to its worker. Every way this can end leaves the job settled or
+        known to be unsettled: sent; refused, or impossible to send, ending the job with an
+        error in its history; back in the queue when the worker was unreachable; held for the
+        lease sweep to ask the worker when the answer was lost."""
         try:
+            targets = json.loads(job.targets_json) if job.targets_json else None
             await link.client.submit(
                 job.job_id,
                 json.loads(job.prompt_json),
@@ -258,8 +262,18 @@ class Dispatcher:
         except WorkerNoAnswer as exc:
             # Unknown whether it arrived: the lease sweep will ask the worker.
             log.warning("job %s: no answer from %s: %s", job.job_id, link.name, exc)
-        except Exception:
-            log.exception("job %s: send to %s failed", job.job_id, link.name)
+        except Exception as exc:
+            await self._unsendable(link, job, held, exc)
+
+    async def _unsendable(
+        self, link: WorkerLink, job: JobRecord, held: Held, exc: Exception
+    ) -> None:
+        # Nothing reached the worker (the request could not be built: a value JSON cannot
+        # carry, a stored field that does not parse) and a retry would fail the same way.
+        # Held, the job would keep its slot and have its lease renewed forever.
+        log.error("job %s cannot be sent to %s: %r", job.job_id, link.name, exc)
+        message = f"the gateway could not send this prompt to a worker: {exc!r}"
+        await self.outcomes.fail(link, job, held, message, exception_type="GatewaySendError")
 
     async def stop(self) -> None:
         await tasks.stop(self._sends)

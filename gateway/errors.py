@@ -71,6 +71,10 @@ class PayloadTooLarge(GatewayError):
     status = 413
 
 
+class UriTooLong(GatewayError):
+    status = 414
+
+
 class Unavailable(GatewayError):
     """Redis or every worker is unreachable: the request may be retried."""
 

@@ -102,12 +102,13 @@ def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) 
         "current_outputs": [],
         "timestamp": now_ms,
     }
+    extra = _sendable(json.dumps(public_extra_data(job.extra_json)))
     item = [
         _number(job.number),
         job.job_id,
-        json.loads(job.prompt_json),
-        public_extra_data(job.extra_json),
-        json.loads(job.outputs_json),
+        _sendable(job.prompt_json),
+        extra,
+        _sendable(job.outputs_json),
     ]
     return {
         "prompt": item,
@@ -119,6 +120,18 @@ def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) 
         },
         "meta": {},
     }
+
+
+def _sendable(stored: str) -> Any:
+    """Stored JSON as an entry can carry it to any client: a number JSON has not (NaN) is kept
+    as its name, and text that cannot be encoded as UTF-8 (a lone surrogate) as the stored
+    text itself. Only jobs that could never be sent to a worker have such values."""
+    value = json.loads(stored, parse_constant=str)
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+    except ValueError:
+        return stored
+    return value
 
 
 def entry_state(entry: Mapping[str, Any]) -> JobState:

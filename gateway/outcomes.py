@@ -69,10 +69,19 @@ class Outcomes:
             await self._done(held.client_id, job_id)
         return applied
 
-    async def fail(self, link: WorkerLink, job: JobRecord, held: Held, message: str) -> None:
-        """End a job with an error that retrying elsewhere would not fix."""
+    async def fail(
+        self,
+        link: WorkerLink,
+        job: JobRecord,
+        held: Held,
+        message: str,
+        *,
+        exception_type: str = "WorkerRejectedPrompt",
+    ) -> None:
+        """End a job with an error that retrying elsewhere would not fix; its slot is freed
+        and its history entry carries `message`."""
         self.on_end(job.job_id)
-        entry = error_entry(job, self.store.now_ms(), message, "WorkerRejectedPrompt")
+        entry = error_entry(job, self.store.now_ms(), message, exception_type)
         applied = await self._finish(link, job.job_id, held, entry)
         self._forget(link, job.job_id)
         if applied and held.client_id:

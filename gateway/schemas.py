@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +12,10 @@ from gateway.errors import BadRequest
 
 MAX_PRIORITY = 1000
 MAX_PROMPT_ID_CHARS = 256
+MAX_JSON_DEPTH = 100
+"""Nesting deeper than this is refused: encoding it again (to Redis, to a worker) would run
+out of stack, and no ComfyUI workflow comes near it."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -25,12 +31,72 @@ class PromptRequest:
     group: str | None
 
 
+class _NotForwardable(ValueError):
+    """Valid for Python's json module, but not JSON that a worker can be sent."""
+
+
 def parse_json(body: bytes) -> Any:
+    """The body as JSON that can be stored and forwarded unchanged: UTF-8, finite numbers, no
+    lone surrogate, nested at most MAX_JSON_DEPTH deep. Anything else is a BadRequest (400)
+    saying what is wrong, never a server error."""
     try:
-        return json.loads(body)
+        text = body.decode("utf-8")
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except _NotForwardable as exc:
+        raise BadRequest(f"body is not valid JSON: {exc}", kind="invalid_json") from None
+    except RecursionError:
+        raise _too_deep() from None
     except (ValueError, UnicodeDecodeError) as exc:
         # ComfyUI answers 500 here; a malformed body is the client's fault.
         raise BadRequest(f"body is not valid JSON: {exc}", kind="invalid_json") from None
+    _check_depth(body, data)
+    if _SURROGATE_ESCAPE.search(text):
+        _check_surrogates(data)
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    # Python reads NaN and Infinity; JSON has no such numbers and httpx refuses to send them.
+    raise _NotForwardable(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotForwardable(f"{text[:40]} is out of range for a number")
+    return value
+
+
+def _too_deep() -> BadRequest:
+    return BadRequest(f"body is nested more than {MAX_JSON_DEPTH} levels deep", kind="invalid_json")
+
+
+def _check_depth(body: bytes, data: Any) -> None:
+    """Raise when `data` nests deeper than MAX_JSON_DEPTH (a body with fewer brackets than
+    that cannot, so most bodies are never walked)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise _too_deep()
+        children = value.values() if isinstance(value, dict) else value
+        if isinstance(value, dict | list):
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+def _check_surrogates(data: Any) -> None:
+    """Raise for a lone surrogate (`"\\ud800"`): it cannot be encoded as UTF-8, so neither
+    Redis nor a worker could be sent it. Escaped surrogate pairs are well-formed and pass."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("unicode_escape").decode()
+        raise BadRequest(
+            f"body is not valid JSON: a lone surrogate ({bad}) is not a Unicode character",
+            kind="invalid_json",
+        ) from None
 
 
 def parse_prompt_request(body: bytes) -> PromptRequest:

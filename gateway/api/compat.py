@@ -21,6 +21,7 @@ from workers.client import WorkerError
 router = APIRouter()
 JSON = "application/json"
 SMALL_BODY = 1024 * 1024
+MAX_INDEX = 2**53
 
 
 @router.post("/prompt")
@@ -146,12 +147,14 @@ async def _json_body(request: Request) -> Any:
 
 
 def _int_param(name: str, value: str | None) -> int | None:
+    """The integer, clamped to what Redis takes as an index (ComfyUI takes any size)."""
     if value is None or value == "":
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise BadRequest(f"{name} must be an integer", kind="invalid_request") from None
+    return max(-MAX_INDEX, min(number, MAX_INDEX))
 
 
 def _entries_json(ids: list[str], entries: list[str | None]) -> str:

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from gateway.context import Ctx, read_body
-from gateway.errors import Unavailable
+from gateway.errors import Unavailable, UriTooLong
 from workers.client import WorkerError
 
 router = APIRouter()
@@ -41,10 +41,19 @@ NOT_FORWARDED = frozenset(
     }
 )
 NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "date", "server"})
+MAX_URL_BYTES = 8190
+"""ComfyUI's server (aiohttp) refuses a request line longer than this; httpx cannot even
+build a URL much longer (64 KiB)."""
 
 
 @router.api_route("/{path:path}", methods=METHODS, include_in_schema=False)
 async def forward(path: str, request: Request, ctx: Ctx) -> Response:
+    size = len(request.url.path) + len(request.url.query)
+    if size > MAX_URL_BYTES:
+        raise UriTooLong(
+            f"URL of {size} bytes is longer than the {MAX_URL_BYTES} a worker accepts",
+            kind="uri_too_long",
+        )
     link = ctx.farm.any_ready()
     if link is None:
         raise Unavailable("no worker is ready", kind="not_ready")

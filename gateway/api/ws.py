@@ -71,7 +71,7 @@ async def _read(websocket: WebSocket, socket: ClientSocket, ctx: Context) -> Non
 def _negotiate(text: str, socket: ClientSocket, ctx: Context) -> None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return
     if not isinstance(data, dict) or data.get("type") != EventKind.FEATURE_FLAGS:
         return

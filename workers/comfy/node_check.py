@@ -8,7 +8,8 @@ propagate like ComfyUI's, to be reported by the caller one level up.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from workers.comfy import errors
@@ -18,11 +19,26 @@ from workers.comfy.errors import ErrorBody
 from workers.comfy.graph import is_link
 
 Result = tuple[bool, list[ErrorBody]]
-Converter = type[int] | type[float] | type[str] | type[bool]
+Converter = Callable[[Any], Any]
 
 DEEP_CHAIN = 100
 
-CONVERSIONS: Mapping[str, Converter] = {"INT": int, "FLOAT": float, "STRING": str, "BOOLEAN": bool}
+
+def finite_float(value: Any) -> float:
+    """ComfyUI's `float(value)`, refusing NaN and the infinities (`"nan"`, `"inf"`): JSON has
+    no such numbers, so such a prompt could not be sent on to a worker."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"could not convert {value!r} to a finite float")
+    return number
+
+
+CONVERSIONS: Mapping[str, Converter] = {
+    "INT": int,
+    "FLOAT": finite_float,
+    "STRING": str,
+    "BOOLEAN": bool,
+}
 
 
 def types_match(received: Any, declared: Any) -> bool:
