@@ -59,7 +59,7 @@ def _targets(rows: Sequence[Row]) -> str:
     at = rp.by([r for r in rows if r["load"] == 0.8], "policy")
     swarm = at[(SWARM,)]
     body = []
-    for name in (OURS, "affinity_eager"):
+    for name in (OURS,):
         ours = at[(name,)]
         good = rp.mean(ours, "goodput_per_s"), rp.mean(swarm, "goodput_per_s")
         p95 = rp.mean(ours, "p95_s"), rp.mean(swarm, "p95_s")

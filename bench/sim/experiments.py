@@ -20,7 +20,7 @@ POLICIES = (
     "round_robin",
     "random",
 )
-STANDARD_POLICIES = (*POLICIES, "affinity_eager")
+STANDARD_POLICIES = POLICIES
 SMART = ("affinity", "swarm_like", "ect_greedy", "affinity_only")
 LOADS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 
@@ -97,7 +97,7 @@ def traces(jobs: int, seeds: int) -> list[Job]:
     return grid(POLICIES, scenarios, range(seeds))
 
 
-FARM_POLICIES = ("affinity", "affinity_eager", "swarm_like", "ect_greedy", "least_outstanding")
+FARM_POLICIES = ("affinity", "swarm_like", "ect_greedy", "least_outstanding")
 FARMS = ("uniform2", "mixed2", "uniform4", "mixed4", "uniform8", "mixed8")
 
 

@@ -72,7 +72,7 @@ CASES = [
         {"a": "w2"},
     ),
     (
-        "affinity leaves a job to a clearly faster warm worker that frees soon",
+        "affinity never leaves an idle warm worker idle, a faster one freeing soon or not",
         "affinity",
         snap(
             10.0,
@@ -82,7 +82,7 @@ CASES = [
                 worker("fast", ("m1",), free=0, speed=40.0, outstanding=1, outstanding_s=1.0),
             ],
         ),
-        {},
+        {"a": "slow"},
     ),
     (
         "affinity idles rather than cold-load one fresh job (the holder is busy briefly)",
@@ -167,13 +167,16 @@ def test_policy_behaviour(
     assert assigned(name, snapshot) == expected
 
 
-def test_affinity_groups_same_model_jobs_onto_one_load() -> None:
-    # Two free workers, neither holds m1; four old m1 jobs: one worker loads and takes them.
+def test_affinity_loads_a_second_copy_only_where_it_shortens_the_queue() -> None:
+    # Four 1 s jobs of m1, a 4 s load: one copy ends at 8 s, two at 6 s, so both load. A
+    # busy worker with warm work of its own (w3) is not pulled in for it.
     jobs = [job(f"j{i}", "m1", 0.0) for i in range(4)]
     workers = [worker("w1", ("m2",), free=2), worker("w2", ("m3",), free=2)]
     out = make_policy("affinity").assign(snap(60.0, jobs, workers))
-    assert len({a.worker for a in out}) == 1
-    assert len(out) == 2
+    assert sorted(a.worker for a in out) == ["w1", "w1", "w2", "w2"]
+    # One job: the second idle worker has nothing to shorten.
+    out = make_policy("affinity").assign(snap(60.0, jobs[:1], workers))
+    assert len(out) == 1
 
 
 def test_random_is_reproducible_and_spreads() -> None:

@@ -1,0 +1,163 @@
+"""What one worker would do for one queue, and which queue it should serve next.
+
+For a worker (a lane) and a queue of interchangeable jobs:
+
+- It is *useful* to the queue when it would finish the queue's next job before the other
+  workers holding the queue's models finish the whole queue together (`fluid.finish_s`): the
+  water-filling test, so a second copy of a model is loaded exactly when its queue outgrows
+  what its warm copies can serve, and a clearly faster card is left its work.
+- An idle worker that is not useful to a queue leaves it to the holders only while the
+  queue's oldest job has waited less than the worker's own load of it: the ski-rental bound.
+  So no job waits on an idle worker for longer than that worker would take to load its models.
+- Among the queues it is useful to (or bound to serve), it takes the highest priority, then
+  the highest response ratio with the load in it: (waited + cost) / cost over the share of
+  the queue it would serve, cost = load + reloads it causes + run, scaled by how fast this
+  card runs the family against the fastest card. A load must be earned by waiting; under heavy
+  load every wait grows together, so each load serves more jobs instead of loads multiplying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gateway.scheduler.affinity.fluid import finish_s, share
+from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tuning import Tuning
+from gateway.scheduler.cost import evicted, key_load_s, load_s, run_s, speed_of
+from gateway.scheduler.lanes import Lane
+
+
+@dataclass(frozen=True)
+class Option:
+    """`lane` serving (its share of) `queue` next."""
+
+    queue: Queue
+    warm: bool
+    load_s: float
+    evict_s: float
+    jobs: float
+    """How many of the queue's jobs it would serve (its fluid share, at least one)."""
+    run_s: float
+    waited_s: float
+    advantage: float
+    priority: int
+
+    @property
+    def cost_s(self) -> float:
+        return self.load_s + self.evict_s + self.run_s
+
+    def ratio(self) -> float:
+        return (self.waited_s + self.cost_s) / self.cost_s * self.advantage
+
+    def key(self) -> tuple[int, float, bool, float]:
+        return (self.priority, self.ratio(), self.warm, self.jobs / self.cost_s)
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the waiting queues and the recent traffic need kept resident."""
+
+    waiting: frozenset[str]
+    """Model keys some waiting job needs."""
+    demand_per_s: Mapping[str, float]
+
+
+def alone_s(lane: Lane, queue: Queue) -> float:
+    """Seconds the lane would need to run the whole queue warm."""
+    family = queue.first.family
+    fixed = lane.worker.fixed_s.get(family, 0.0)
+    return queue.count * fixed + queue.work_units / speed_of(lane.worker, family)
+
+
+def reload_s(
+    lane: Lane, keys: Iterable[str], family: str, farm: Farm, need: Need, horizon_s: float
+) -> float:
+    """Seconds of loads that evicting `keys` from the lane will cost later: a full load for a
+    key a waiting job needs, a share for one that traffic will likely ask for within
+    `horizon_s`; nothing for a key another worker holds."""
+    total = 0.0
+    for key in keys:
+        if farm.held_elsewhere(key, lane.name):
+            continue
+        if key in need.waiting:
+            weight = 1.0
+        else:
+            weight = min(need.demand_per_s.get(key, 0.0) * horizon_s, 1.0)
+        if weight > 0.0:
+            total += weight * key_load_s(lane.worker, key, family)
+    return total
+
+
+def option_for(
+    lane: Lane, queue: Queue, farm: Farm, need: Need, idle: bool, tuning: Tuning
+) -> Option | None:
+    """What serving `queue` next would be for `lane`; None when it should leave it to others."""
+    job = queue.first
+    now_s = farm.now_s
+    warm = farm.is_warm(lane, queue)
+    load = 0.0 if warm else load_s(job, lane.worker, lane.resident)
+    start_s = max(lane.ready_s, now_s) + load
+    others = [(max(h.ready_s, now_s), alone_s(h, queue)) for h in farm.holders(queue, lane.name)]
+    margin_s = tuning.join_margin * load if others else 0.0
+    useful = start_s + run_s(job, lane.worker) + margin_s <= finish_s(others)
+    gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
+    evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
+    slow = not warm and too_slow(lane, job.family, farm, tuning)
+    if idle:
+        # Work conservation: an idle worker leaves a job only for the ski-rental wait.
+        serve = (useful and not slow) or now_s - job.enqueued_at_s >= load
+    elif warm:
+        serve = useful
+    else:
+        earned = queue.waited_s(now_s) >= tuning.patience * (load + evict)
+        serve = useful and earned and not slow
+    if not serve:
+        return None
+    mine_s = alone_s(lane, queue)
+    fraction = share(start_s, mine_s, others) if others else 1.0
+    jobs = max(fraction * queue.count, 1.0)
+    return Option(
+        queue=queue,
+        warm=warm,
+        load_s=load,
+        evict_s=evict,
+        jobs=jobs,
+        run_s=jobs * mine_s / queue.count,
+        waited_s=queue.waited_s(now_s) * jobs / queue.count,
+        advantage=speed_of(lane.worker, job.family) / farm.fastest[job.family],
+        priority=job.priority,
+    )
+
+
+def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:
+    return speed_of(lane.worker, family) * tuning.slow_ratio <= farm.fastest[family]
+
+
+def best_option(
+    lane: Lane, queues: Iterable[Queue], farm: Farm, need: Need, idle: bool, tuning: Tuning
+) -> Option | None:
+    """The queue `lane` should serve next, or None to leave it idle: the best option, unless
+    it is a load and the best warm option of the same priority is within `switch_ratio`."""
+    best: Option | None = None
+    warm: Option | None = None
+    for queue in queues:
+        if not queue.jobs or not _may_run(lane, queue):
+            continue
+        option = option_for(lane, queue, farm, need, idle, tuning)
+        if option is None:
+            continue
+        if option.warm and (warm is None or option.key() > warm.key()):
+            warm = option
+        if best is None or option.key() > best.key():
+            best = option
+    if best is None or warm is None or best.warm or best.priority != warm.priority:
+        return best
+    return best if best.ratio() >= tuning.switch_ratio * warm.ratio() else warm
+
+
+def _may_run(lane: Lane, queue: Queue) -> bool:
+    job = queue.first
+    if job.eligible is not None and lane.name not in job.eligible:
+        return False
+    return job.group is None or job.group == lane.worker.group

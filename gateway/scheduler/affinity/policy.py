@@ -1,0 +1,116 @@
+"""`affinity` (the default policy): late binding by model affinity and measured speed.
+
+Whenever workers have free slots, the one that frees first (the faster on a tie) takes the
+next job of the queue it is best placed to serve (`choice`), or stays idle when every queue
+is better left to the workers holding its models. A job that needs a load goes, among the
+workers free as soon, to the one where it finishes first and, on a tie, whose loss of what it
+holds costs least. What is guaranteed (each a test in tests/unit/scheduler/test_invariants.py):
+
+1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
+   it is idle, unless a busy worker holding its models finishes it sooner than the idle one
+   could load and run it, and then only until it has waited as long as that load.
+2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
+   the workers already given work would (so every worker that shortens the makespan).
+3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
+
+The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
+workers x groups, whatever the number of waiting jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gateway.scheduler.affinity.choice import Need, Option, best_option, reload_s
+from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tuning import Tuning
+from gateway.scheduler.cost import can_run, evicted, is_warm, load_s, run_s
+from gateway.scheduler.lanes import Lane, advance, lanes_of, mean_speed
+from gateway.scheduler.policy import Policy, register
+from gateway.scheduler.queue import groups_of
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot
+
+
+def next_lane(farm: Farm, done: set[str]) -> Lane | None:
+    """The lane with a free slot that frees first (the faster card on a tie)."""
+    best: Lane | None = None
+    best_key: tuple[float, float, str] | None = None
+    for lane in farm.lanes.values():
+        if lane.slots <= 0 or lane.name in done:
+            continue
+        key = (max(lane.ready_s, farm.now_s), -mean_speed(lane.worker), lane.name)
+        if best_key is None or key < best_key:
+            best, best_key = lane, key
+    return best
+
+
+def is_idle(lane: Lane) -> bool:
+    """Holding nothing and given nothing in this call."""
+    return lane.worker.outstanding == 0 and lane.slots == lane.worker.free_slots
+
+
+def loader(option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str]) -> Lane:
+    """Where the next job of a queue that `chooser` would load goes: among the lanes free no
+    later than the chooser, the one that finishes it first; on a tie the one whose evictions
+    cost least, then the one whose evicted models see the least traffic."""
+    if option.warm:
+        return chooser
+    job = option.queue.first
+    free_at_s = max(chooser.ready_s, farm.now_s)
+    peers = [
+        lane
+        for lane in farm.lanes.values()
+        if lane.slots > 0
+        and lane.name not in done
+        and max(lane.ready_s, farm.now_s) <= free_at_s
+        and can_run(job, lane.worker)
+    ]
+    return min(peers, key=lambda lane: _load_order(lane, job, farm, need))
+
+
+def _load_order(lane: Lane, job: JobView, farm: Farm, need: Need) -> tuple[float, ...]:
+    done_s = max(lane.ready_s, farm.now_s) + load_s(job, lane.worker, lane.resident)
+    done_s += run_s(job, lane.worker)
+    if is_warm(job, lane.resident):
+        return (done_s, 0.0, 0.0)
+    gone = evicted(lane.resident, job.model_keys or frozenset(), lane.worker.cache_slots)
+    traffic = sum(need.demand_per_s.get(key, 0.0) for key in gone)
+    return (round(done_s, 6), reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
+
+
+def place(snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning) -> list[Assignment]:
+    farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
+    need = Need(
+        waiting=frozenset(key for queue in queues for key in queue.models),
+        demand_per_s=snapshot.demand_per_s,
+    )
+    done: set[str] = set()
+    out: list[Assignment] = []
+    while (lane := next_lane(farm, done)) is not None:
+        option = best_option(lane, queues, farm, need, is_idle(lane), tuning)
+        if option is None:
+            done.add(lane.name)
+            continue
+        target = loader(option, lane, farm, need, done)
+        job = option.queue.take()
+        farm.replace(advance(target, job))
+        out.append(Assignment(job.job_id, target.name))
+        # An idle worker that left its queues to busier holders looks again: they are busier.
+        done -= {name for name in done if is_idle(farm.lanes[name])}
+    return out
+
+
+@dataclass(frozen=True)
+class AffinityPolicy:
+    tuning: Tuning = field(default_factory=Tuning)
+    name: str = "affinity"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        queues = [Queue.of(group) for group in groups_of(snapshot)]
+        return place(snapshot, queues, self.tuning)
+
+
+@register("affinity")
+def make_affinity() -> Policy:
+    return AffinityPolicy()

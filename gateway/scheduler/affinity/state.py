@@ -1,0 +1,105 @@
+"""What one call of the `affinity` policy tracks while it assigns: the queues and the lanes.
+
+Both change as jobs are placed: a queue loses its first job, the worker that takes it is seen
+with the job queued (`lanes.advance`), holding its models from then on.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.scheduler.cost import DEFAULT_SPEED, can_run, is_warm, models_of, speed_of
+from gateway.scheduler.lanes import Lane
+from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot
+
+
+@dataclass
+class Queue:
+    """The jobs of one group still waiting in this call, with its aggregates."""
+
+    group: JobGroup
+    jobs: deque[JobView]
+    count: int
+    work_units: float
+    enqueued_s_sum: float
+    models: frozenset[str]
+
+    @classmethod
+    def of(cls, group: JobGroup) -> Queue:
+        return cls(
+            group=group,
+            jobs=deque(group.head),
+            count=group.count,
+            work_units=group.work_units,
+            enqueued_s_sum=group.enqueued_s_sum,
+            models=models_of(group.first),
+        )
+
+    @property
+    def first(self) -> JobView:
+        return self.jobs[0]
+
+    def waited_s(self, now_s: float) -> float:
+        """Seconds its remaining jobs have waited, summed."""
+        return max(self.count * now_s - self.enqueued_s_sum, 0.0)
+
+    def take(self) -> JobView:
+        job = self.jobs.popleft()
+        self.count -= 1
+        self.work_units -= job.work_units
+        self.enqueued_s_sum -= job.enqueued_at_s
+        return job
+
+
+@dataclass
+class Farm:
+    """The lanes, which of them hold which model keys, and the fastest speed per family."""
+
+    now_s: float
+    lanes: dict[str, Lane]
+    holding: dict[str, set[str]] = field(default_factory=dict)
+    """Model key -> names of the lanes that will hold it."""
+    fastest: dict[str, float] = field(default_factory=dict)
+    """Family -> the best speed of any worker (work units per second)."""
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, lanes: Mapping[str, Lane], families: Iterable[str]) -> Farm:
+        farm = cls(snapshot.now_s, dict(lanes))
+        for lane in lanes.values():
+            farm._hold(lane)
+        for family in set(families):
+            speeds = (speed_of(lane.worker, family) for lane in lanes.values())
+            farm.fastest[family] = max(speeds, default=DEFAULT_SPEED)
+        return farm
+
+    def _hold(self, lane: Lane) -> None:
+        for key in lane.resident:
+            self.holding.setdefault(key, set()).add(lane.name)
+
+    def replace(self, lane: Lane) -> None:
+        """Put the lane's new state in (after a job was placed on it)."""
+        for key in self.lanes[lane.name].resident:
+            self.holding[key].discard(lane.name)
+        self.lanes[lane.name] = lane
+        self._hold(lane)
+
+    def holders(self, queue: Queue, but: str) -> list[Lane]:
+        """The lanes other than `but` that hold the queue's models and may run its jobs."""
+        keys = iter(queue.models)
+        first = next(keys, None)
+        if first is None:
+            return []
+        names = set(self.holding.get(first, ()))
+        for key in keys:
+            names &= self.holding.get(key, set())
+        names.discard(but)
+        job = queue.first
+        return [lane for name in names if can_run(job, (lane := self.lanes[name]).worker)]
+
+    def held_elsewhere(self, key: str, but: str) -> bool:
+        return bool(self.holding.get(key, set()) - {but})
+
+    def is_warm(self, lane: Lane, queue: Queue) -> bool:
+        return is_warm(queue.first, lane.resident)
