@@ -204,6 +204,20 @@ def _add_error_handlers(app: FastAPI) -> None:
         error = Unavailable("the job store (Redis) is unavailable; retry", kind="unavailable")
         return _error_response(request, error)
 
+    @app.exception_handler(aioredis.ResponseError)
+    async def redis_refused(request: Request, exc: Exception) -> JSONResponse:
+        # A write refused at maxmemory (noeviction) is `OOM ...`, or inside a script
+        # `Error running script ... -OOM ...`: nothing was written, the client may retry.
+        if "OOM command not allowed" not in str(exc):
+            log.error("redis refused a command: %s", exc)
+            return _error_response(request, GatewayError("the job store (Redis) failed"))
+        log.warning("redis refuses writes: %s", exc)
+        error = Unavailable(
+            "the job store (Redis) is full (its maxmemory); nothing is evicted, retry later",
+            kind="store_full",
+        )
+        return _error_response(request, error)
+
     @app.exception_handler(WorkerError)
     async def worker_down(request: Request, exc: WorkerError) -> JSONResponse:
         error = Unavailable(f"worker unavailable: {exc}", kind="worker_unavailable")

@@ -54,16 +54,24 @@ def require_token(context: Context, request: Request, what: str) -> None:
         raise Unauthorized(f"{what} needs the gateway's bearer token", kind="unauthorized")
 
 
-async def read_body(request: Request, limit_bytes: int) -> bytes:
-    """The request body, refused with 413 past `limit_bytes` (declared or actual)."""
+async def read_body(request: Request, limit_bytes: int, setting: str | None = None) -> bytes:
+    """The request body, refused with 413 past `limit_bytes` (declared or actual), before
+    more than the limit is read; the message names the `setting` that sets the limit."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
-        raise PayloadTooLarge(f"body larger than {limit_bytes} bytes", kind="payload_too_large")
+        raise _too_large(limit_bytes, setting)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit_bytes:
-            raise PayloadTooLarge(f"body larger than {limit_bytes} bytes", kind="payload_too_large")
+            raise _too_large(limit_bytes, setting)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(limit_bytes: int, setting: str | None) -> PayloadTooLarge:
+    where = f" (the gateway's {setting} setting)" if setting else ""
+    return PayloadTooLarge(
+        f"body larger than the limit of {limit_bytes} bytes{where}", kind="payload_too_large"
+    )

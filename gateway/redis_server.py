@@ -38,10 +38,19 @@ def find_redis_server() -> Path:
 class EmbeddedRedis:
     """One redis-server child on a free loopback port, with AOF (`everysec`) in `data_dir`."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, appendfsync: str = "everysec"):
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        appendfsync: str = "everysec",
+        maxmemory_mib: int = 0,
+    ):
         self.data_dir = data_dir
         self.port = port or free_port()
         self.appendfsync = appendfsync
+        self.maxmemory_mib = maxmemory_mib
+        """0: no cap. Else full at this size; `noeviction`, so it refuses writes (new
+        prompts answer 503) rather than evict a job."""
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -61,6 +70,8 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--loglevel", "warning",
             "--logfile", str(self.data_dir / "redis.log"),
+            "--maxmemory", f"{self.maxmemory_mib}mb",
+            "--maxmemory-policy", "noeviction",
         ]  # fmt: skip
         # Dies with the gateway (even on SIGKILL), and outside its process group so that a
         # group signal cannot take the job store away while the gateway still drains.

@@ -124,7 +124,11 @@ async def run(settings: Settings) -> int:
     settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
-            redis = EmbeddedRedis(settings.data_dir / "redis", appendfsync=settings.appendfsync)
+            redis = EmbeddedRedis(
+                settings.data_dir / "redis",
+                appendfsync=settings.appendfsync,
+                maxmemory_mib=settings.redis_maxmemory_mib,
+            )
             redis.start()  # in this thread: the server dies with the thread that started it
             stack.callback(redis.stop)
             settings = settings.model_copy(update={"redis_url": redis.url})

@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     auth_token: str | None = None
 
     max_body_mib: float = 100.0
+    max_prompt_mib: float = 10.0
+    """Largest `POST /prompt` body (413 past it): a prompt is stored twice (its job and its
+    history entry), so this bounds what one request can take of Redis' memory."""
+    redis_maxmemory_mib: int = 1024
+    """The embedded Redis' `maxmemory`, with `noeviction`: when full it refuses new prompts
+    (503) and never evicts a job; 0 = no cap. Not applied to a Redis given by URL."""
     max_attempts: int = 3
     lease_s: float = 30.0
     stall_timeout_s: float = 600.0
@@ -194,6 +200,10 @@ class Settings(BaseSettings):
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mib * 1024 * 1024)
+
+    @property
+    def max_prompt_bytes(self) -> int:
+        return int(self.max_prompt_mib * 1024 * 1024)
 
     def supervision(self) -> SupervisionSettings:
         return SupervisionSettings(

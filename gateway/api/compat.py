@@ -27,7 +27,7 @@ MAX_INDEX = 2**53
 @router.post("/prompt")
 async def post_prompt(request: Request) -> Response:
     ctx = get_context(request)  # the hot path: no dependency resolution
-    body = await read_body(request, ctx.settings.max_body_bytes)
+    body = await read_body(request, ctx.settings.max_prompt_bytes, "max_prompt_mib")
     answer = await ctx.acceptor.accept(body, request.headers.get("idempotency-key"))
     return JSONResponse(answer)
 
