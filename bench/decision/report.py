@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import platform
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from bench.decision.snapshots import (
     Size,
 )
 from bench.decision.timing import POLICIES, Budget, Row
+from bench.machine import describe as machine
 from gateway.scheduler import queue
 
 
@@ -54,23 +53,6 @@ def table(rows: Sequence[Row]) -> str:
         body = [case, size.label, str(first.groups), f"{first.shown:,}", *cells]
         lines.append("| " + " | ".join([*body, target_cell(case, size, group)]) + " |")
     return "\n".join(lines)
-
-
-def machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        names = [
-            ln.split(":", 1)[1].strip()
-            for ln in info.read_text().splitlines()
-            if ln.startswith("model name")
-        ]
-        cpu = names[0] if names else cpu
-    load = os.getloadavg()[0]
-    return (
-        f"{os.cpu_count()} CPU cores ({cpu}), Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()}; 1-minute load average at the start: {load:.2f}"
-    )
 
 
 def plot(rows: Sequence[Row], path: Path, command: str) -> None:

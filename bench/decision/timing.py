@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import gc
-import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import FrameType
 
 import numpy as np
 
 import gateway.scheduler  # noqa: F401  (registers the policies)
+from bench.deadline import Overrun, deadline
 from bench.decision.snapshots import CASES, Size, build_snapshot
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.scheduler.snapshot import Snapshot
@@ -51,31 +49,6 @@ class Row:
 
     def pct_ms(self, q: float) -> float:
         return float(np.percentile(self.samples_ms, q, method="higher"))
-
-
-class Overrun(Exception):
-    """A call ran past the row's cap."""
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Raise `Overrun` in this thread once `seconds` have passed (pure-Python calls only). An
-    alarm set before (pytest-timeout's) is put back with what was left of it."""
-
-    def fire(signum: int, frame: FrameType | None) -> None:
-        raise Overrun
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    began = time.monotonic()
-    outer_s, outer_every_s = signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0.0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer_s > 0:
-            left_s = max(outer_s - (time.monotonic() - began), 1e-3)
-            signal.setitimer(signal.ITIMER_REAL, left_s, outer_every_s)
 
 
 def _timed_ms(policy: Policy, snapshot: Snapshot) -> tuple[float, int]:
