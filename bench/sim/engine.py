@@ -29,7 +29,9 @@ from gateway.scheduler import demand
 from gateway.scheduler import speed as learned
 from gateway.scheduler.cost import load_s as expected_load_s
 from gateway.scheduler.cost import models_of, run_s, touch
+from gateway.scheduler.estimates import with_estimates
 from gateway.scheduler.policy import Policy
+from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from workers.emulator.costmodel import JobShape, LoadTier, job_phases
 from workers.emulator.residency import Residency
@@ -51,8 +53,6 @@ class SimConfig:
     tick_s: float = 0.25
     dispatch_s: float = 0.02
     """Gap before a job sent to an idle worker starts (HTTP + bookkeeping); prefetch hides it."""
-    snapshot_cap: int = 512
-    """At most this many waiting jobs (the oldest) are shown to the policy."""
     abort_backlog: int = 2000
     """Stop (and call the run diverged) when this many jobs are unfinished."""
     demand_half_life_s: float = 60.0
@@ -130,7 +130,8 @@ class Simulator:
             card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config)
             for card in cards
         }
-        self.waiting: dict[str, JobView] = {}
+        self.queue = QueueIndex()
+        """The waiting jobs, grouped as the dispatcher's Redis index groups them."""
         self.records: dict[str, JobRecord] = {}
         self.events: list[tuple[float, int, str, str]] = []
         self.seq = itertools.count()
@@ -142,6 +143,8 @@ class Simulator:
         """Closed loop: the jobs each job's finish releases (`SimJob.follows`)."""
         self.pending: dict[str, int] = {}
         """Closed loop: how many of its `follows` each unreleased job still waits for."""
+        self._believed: dict[str, WorkerView] | None = None
+        """`believed` of every worker until one learns or its loads move (None: stale)."""
 
     # --- events -------------------------------------------------------------------------
     def push(self, at_s: float, kind: str, what: str) -> None:
@@ -193,7 +196,7 @@ class Simulator:
             if job.follows:  # released now: it arrives now
                 job = self.records[what].job = replace(job, arrival_s=now)
             view = job_view(job)
-            self.waiting[job.job_id] = view
+            self.queue.add(view)
             self.unfinished += 1
             self.meter = demand.observe(self.meter, models_of(view), now)
         elif kind == "finish":
@@ -203,7 +206,7 @@ class Simulator:
 
     # --- the policy -----------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
-        if not self.waiting or not any(self.free(w) for w in self.workers.values()):
+        if not len(self.queue) or not any(self.free(w) for w in self.workers.values()):
             return
         snapshot = self.snapshot(now)
         self.calls += 1
@@ -211,11 +214,12 @@ class Simulator:
         self.check(assignments, snapshot)
         for assignment in assignments:
             worker = self.workers[assignment.worker]
-            view = self.waiting.pop(assignment.job_id)
+            view = self.queue.remove(assignment.job_id)
+            assert view is not None
             worker.queue.append((view, self.expected_s(worker, view)))
             if worker.running is None:
                 self.start(now + self.config.dispatch_s, worker)
-        if self.waiting and any(self.free(w) for w in self.workers.values()):
+        if len(self.queue) and any(self.free(w) for w in self.workers.values()):
             at = now + self.config.tick_s
             if self.tick_at is None or self.tick_at > at:
                 self.tick_at = at
@@ -225,9 +229,9 @@ class Simulator:
         return max(self.slots - worker.outstanding, 0)
 
     def snapshot(self, now: float) -> Snapshot:
-        jobs = tuple(itertools.islice(self.waiting.values(), self.config.snapshot_cap))
+        """As the dispatcher builds it (`queue.snapshot_of`): the whole queue as groups."""
         workers = tuple(self.worker_view(w, now) for w in self.workers.values())
-        return Snapshot(now, jobs, workers, demand.rates_at(self.meter, now))
+        return snapshot_of(now, self.queue.groups(), workers, demand.rates_at(self.meter, now))
 
     def check(self, assignments: Sequence[Assignment], snapshot: Snapshot) -> None:
         shown = {job.job_id: job for job in snapshot.jobs}
@@ -248,19 +252,35 @@ class Simulator:
     # --- workers --------------------------------------------------------------------------
     def worker_view(self, worker: WorkerState, now: float) -> WorkerView:
         remaining = max(worker.end_s - now, 0.0) if worker.running is not None else 0.0
-        return WorkerView(
-            name=worker.name,
+        return replace(
+            self.believed(worker),
             free_slots=self.free(worker),
             outstanding=worker.outstanding,
             outstanding_s=remaining + sum(cost for _, cost in worker.queue),
             resident=worker.residency.resident(),
             last_checkpoint=worker.last_checkpoint,
-            speed=worker.speed,
-            load_s=self.load_view(worker),
             idle_since_s=worker.idle_since_s,
             cache_slots=worker.card.cache_slots,
-            fixed_s=worker.fixed_s,
             queued=tuple(models_of(view) for view, _ in worker.queue),
+        )
+
+    def believed(self, worker: WorkerState) -> WorkerView:
+        """Its speeds and loads as the gateway's dispatcher believes them
+        (`gateway.estimated`): its own, and estimates of what it never measured from what is
+        known of it and of the farm (`gateway.scheduler.estimates.with_estimates`)."""
+        if self._believed is None:
+            views = with_estimates([self.learned_view(w) for w in self.workers.values()])
+            self._believed = {view.name: view for view in views}
+        return self._believed[worker.name]
+
+    def learned_view(self, worker: WorkerState) -> WorkerView:
+        """Its own speeds and loads (learned, or the truth in the known-speed mode)."""
+        return WorkerView(
+            name=worker.name,
+            speed=worker.speed,
+            fixed_s=worker.fixed_s,
+            load_s=self.load_view(worker),
+            card=card_of(worker.card),
         )
 
     def load_view(self, worker: WorkerState) -> dict[str, float]:
@@ -283,12 +303,7 @@ class Simulator:
             resident = touch(resident, models_of(worker.running), worker.card.cache_slots)
         for queued, _ in worker.queue:
             resident = touch(resident, models_of(queued), worker.card.cache_slots)
-        probe = WorkerView(
-            name=worker.name,
-            speed=worker.speed,
-            fixed_s=worker.fixed_s,
-            load_s=self.load_view(worker),
-        )
+        probe = self.believed(worker)
         return expected_load_s(view, probe, resident) + run_s(view, probe)
 
     def start(self, at_s: float, worker: WorkerState) -> None:
@@ -297,6 +312,7 @@ class Simulator:
         shape = record.job.shape
         tier = worker.residency.touch(shape.checkpoint, shape.family)
         worker._load_view = None
+        self._believed = None
         phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=False)
         load = worker.card.load_s(shape.family, tier) if tier is not None else 0.0
         record.worker, record.start_s = worker.name, at_s
@@ -313,6 +329,7 @@ class Simulator:
     def finish(self, now: float, worker: WorkerState) -> None:
         if self.config.learned_speeds and worker.running is not None:
             learn(worker, self.records[worker.running.job_id])
+            self._believed = None
         if worker.running is not None:
             self.release(now, worker.running.job_id)
         worker.running = None
@@ -321,6 +338,12 @@ class Simulator:
             self.start(now, worker)
         else:
             worker.idle_since_s = now
+
+
+def card_of(card: Card) -> str:
+    """The card a simulated worker is compared by, as the gateway names an emulated one
+    (`gateway.links.WorkerLink.card`)."""
+    return f"emulated {card.spec.profile}"
 
 
 def job_view(job: SimJob) -> JobView:
@@ -332,6 +355,7 @@ def job_view(job: SimJob) -> JobView:
         checkpoint=shape.checkpoint,
         family=shape.family,
         work_units=job.work_units,
+        score=job.arrival_s,
     )
 
 
@@ -355,8 +379,8 @@ def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
     """What the gateway knows of a worker once its warm-up of `checkpoint` ran
     (`gateway.supervision.Supervision.seed`): the cold read from disk as the load of the
     checkpoint and of its family, the speed probe (one warm job of `PROBE_STEPS` at the family's
-    native size) as its family's speed. Other families stay unknown until a job of theirs runs
-    (`cost.speed_of` then uses the known families' mean, `cost.key_load_s` the default)."""
+    native size) as its family's speed. Other families stay unmeasured until a job of theirs runs
+    (placement estimates them from the farm meanwhile: `gateway.scheduler.estimates`)."""
     side = native_size_px(family)
     probe_s = card.warm_s(JobShape("", family, PROBE_STEPS, side, side))
     read_s = card.model.read_s(family, LoadTier.DISK)
@@ -369,16 +393,19 @@ def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
 
 def learn(worker: WorkerState, record: JobRecord) -> None:
     """Feed a finished job to the worker's knowledge through the gateway's own learning
-    (`gateway.learning.learn`), timed as the gateway times it: the loader node, the rest."""
+    (`gateway.learning.learn`), timed as the gateway times it (`gateway.timing`): the loader
+    node, the rest, and the sampler's set-up before its first step (the copy to VRAM)."""
     assert worker.knowledge is not None
     shape = record.job.shape
+    copy_s = record.load_s - record.loader_s
     done = Finished(
         family=shape.family,
         work_units=record.job.work_units,
         models=frozenset((shape.checkpoint,)),
         load_s=record.loader_s,
-        run_s=record.run_s + record.load_s - record.loader_s,
+        run_s=record.run_s + copy_s,
         loader_cached=not record.loaded,
+        setup_s=copy_s,
     )
     worker.knowledge = gateway_learn(worker.knowledge, done, worker.card.cache_slots)
     _publish(worker)

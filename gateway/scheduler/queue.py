@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot
+from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot, WorkerView
 
 HEAD_JOBS = 64
 """Jobs of each group shown one by one (the first in queue order); the rest count in the
@@ -33,6 +33,21 @@ def class_key(job: JobView) -> str:
     )
 
 
+def class_template(key: str) -> JobView:
+    """A job of the class `key` names (its model keys, checkpoint, family, group and eligible
+    workers), the rest left at defaults: `class_key(class_template(key)) == key`."""
+    model_keys, checkpoint, family, group, eligible = json.loads(key)
+    return JobView(
+        job_id="",
+        enqueued_at_s=0.0,
+        model_keys=frozenset(model_keys),
+        checkpoint=checkpoint,
+        family=family,
+        group=group,
+        eligible=None if eligible is None else frozenset(eligible),
+    )
+
+
 def queue_order(job: JobView) -> tuple[int, float, str]:
     """Higher priority first, then the queue score (arrival), then the id."""
     return (-job.priority, job.score, job.job_id)
@@ -40,13 +55,16 @@ def queue_order(job: JobView) -> tuple[int, float, str]:
 
 def group_of(jobs: Sequence[JobView], head: int = HEAD_JOBS) -> JobGroup:
     """One group of interchangeable jobs, given all of them in queue order."""
+    shown = tuple(jobs[:head])
     return JobGroup(
         key=class_key(jobs[0]),
-        head=tuple(jobs[:head]),
+        head=shown,
         count=len(jobs),
         work_units=sum(job.work_units for job in jobs),
         enqueued_s_sum=sum(job.enqueued_at_s for job in jobs),
-        oldest_s=min(job.enqueued_at_s for job in jobs),
+        # Among the head, as `JobGroup.oldest_s` promises and `QueueIndex` and the Redis index
+        # keep it: an arrival deeper in the group would need an index by arrival too.
+        oldest_s=min(job.enqueued_at_s for job in shown),
         top_priority=max(job.priority for job in jobs),
     )
 
@@ -67,6 +85,23 @@ def group_jobs(jobs: Iterable[JobView], head: int = HEAD_JOBS) -> tuple[JobGroup
 def groups_of(snapshot: Snapshot) -> tuple[JobGroup, ...]:
     """The snapshot's queue as groups: those it carries, else those of its jobs."""
     return snapshot.groups if snapshot.groups else group_jobs(snapshot.jobs)
+
+
+def snapshot_of(
+    now_s: float,
+    groups: tuple[JobGroup, ...],
+    workers: tuple[WorkerView, ...],
+    demand_per_s: Mapping[str, float],
+) -> Snapshot:
+    """What a policy sees, built one way for the dispatcher and the simulator alike: the
+    whole queue as groups, and each group's head as the jobs a one-at-a-time policy walks."""
+    return Snapshot(
+        now_s=now_s,
+        jobs=heads_in_order(groups),
+        workers=workers,
+        demand_per_s=demand_per_s,
+        groups=groups,
+    )
 
 
 def heads_in_order(groups: Iterable[JobGroup]) -> tuple[JobView, ...]:
