@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway import learning, tasks
+from gateway.estimated import FarmEstimates
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
@@ -77,6 +78,8 @@ class Dispatcher:
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()
         self._arrivals = learning.Arrivals()
+        self.estimates = FarmEstimates(links)
+        """What is believed of each worker's speeds and loads, estimates included."""
         self.guard: Guard | None = None
         """Asked before each round of `run`: none while Redis is down or being repaired."""
 
@@ -150,21 +153,18 @@ class Dispatcher:
 
     def _view(self, link: WorkerLink) -> WorkerView:
         """The worker as the policy sees it, as the simulator builds it: what it learned
-        (speed, fixed and load seconds, residency) and what it holds."""
-        speed, fixed_s = learning.speed_views(link.speed_book)
+        (speed, fixed and load seconds, residency), estimates of what it never measured from
+        what is known of it and of the farm (`gateway.estimated`), and what it holds."""
         held = [(h.record.job_view(), self._elapsed_s(h)) for h in link.held.values() if h.record]
-        view = WorkerView(
-            name=link.name,
+        view = replace(
+            self.estimates.of(link),
             group=link.group,
             free_slots=link.free_slots(self.capacity),
             outstanding=len(link.held),
             resident=link.resident,
             last_checkpoint=link.last_checkpoint,
-            speed=speed,
-            load_s=dict(link.load_s),
             idle_since_s=link.idle_since_s,
             cache_slots=link.cache_slots,
-            fixed_s=fixed_s,
             queued=tuple(cost.models_of(job) for job, elapsed in held if elapsed is None),
             vram_free_mib=link.vram[0] if link.vram else None,
             vram_total_mib=link.vram[1] if link.vram else None,

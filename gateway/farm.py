@@ -29,6 +29,7 @@ from gateway.restarts import RedisRestarts
 from gateway.scheduler.policy import Policy
 from gateway.status import (
     display_state,
+    gpu_names_of,
     learned_fields,
     supervision_fields,
     telemetry_fields,
@@ -230,6 +231,7 @@ class Farm:
         snapshot = self.telemetry.snapshot() if self.telemetry is not None else None
         for link in self.links:
             link.vram = vram_of(snapshot, link.handle.spec.gpu_indices)
+            link.gpu_names = gpu_names_of(snapshot, link.handle.spec.gpu_indices)
 
     async def _publish_registry(self) -> None:
         now_ms = self.store.now_ms()
@@ -262,7 +264,7 @@ class Farm:
             "heartbeat_ms": now_ms,
             **supervision_fields(status),
             "telemetry": telemetry_fields(snapshot, handle.spec.gpu_indices),
-            "learned": learned_fields(link),
+            "learned": learned_fields(link, self.dispatcher.estimates.of(link)),
         }
 
     async def registry(self) -> list[dict[str, Any]]:

@@ -80,6 +80,8 @@ class WorkerLink:
     """Seconds to load a model key here, as measured (seeded by the warm-up)."""
     vram: tuple[float, float] | None = None
     """(free, total) MiB of its card from telemetry; None without NVML."""
+    gpu_names: tuple[str, ...] = ()
+    """The NVML name of each card of its slot, from telemetry; empty without NVML."""
     speed_book: Mapping[str, SpeedEstimate] = field(default_factory=dict)
     """Speed estimates by model family, learned from its finished jobs."""
     lessons: int = 0
@@ -111,6 +113,18 @@ class WorkerLink:
     @property
     def name(self) -> str:
         return self.handle.name
+
+    @property
+    def card(self) -> str | None:
+        """What it runs on, to compare it with similar workers: the profile it emulates, else
+        its cards' NVML names and memory; None until telemetry has read them."""
+        spec = self.handle.spec
+        if spec.emulate is not None:
+            return f"emulated {spec.emulate}"
+        if not self.gpu_names:
+            return None
+        memory = f" {self.vram[1]:.0f} MiB" if self.vram else ""
+        return " + ".join(self.gpu_names) + memory
 
     @property
     def group(self) -> str:

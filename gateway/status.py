@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.links import WorkerLink
+from gateway.scheduler.snapshot import WorkerView
 from workers.lifecycle import Phase
 from workers.managed import WorkerStatus
 from workers.telemetry import GpuSample, TelemetrySnapshot
@@ -84,14 +85,25 @@ def vram_of(
     return smallest.memory_free_mib, smallest.memory_total_mib
 
 
+def gpu_names_of(snapshot: TelemetrySnapshot | None, indices: Sequence[int]) -> tuple[str, ...]:
+    """The NVML name of each card of the slot; empty unless every one was read."""
+    if snapshot is None or not snapshot.available or not indices:
+        return ()
+    if any(i not in snapshot.gpus for i in indices):
+        return ()
+    return tuple(snapshot.gpus[i].name for i in indices)
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def learned_fields(link: WorkerLink) -> dict[str, Any]:
+def learned_fields(link: WorkerLink, believed: WorkerView | None = None) -> dict[str, Any]:
     """What the gateway learned of the worker: per model family its speed, fixed seconds and
-    the jobs observed; load seconds by model key (or family); the models believed in VRAM; and
-    whether it started from a state saved before (`gateway.memory`)."""
+    the jobs observed; load seconds by model key (or family); the models believed in VRAM;
+    whether it started from a state saved before (`gateway.memory`); the card it is compared
+    by; and what placement estimates of what it never measured (`believed`, the dispatcher's
+    view: `gateway.estimated`)."""
     restored = link.restored
     return {
         "families": {
@@ -112,6 +124,30 @@ def learned_fields(link: WorkerLink) -> dict[str, Any]:
             "node": restored.node,
             "saved_at_ms": restored.saved_at_ms,
             "restored_at_ms": restored.restored_at_ms,
+        },
+        "card": link.card,
+        "estimated": estimated_fields(believed),
+    }
+
+
+def estimated_fields(believed: WorkerView | None) -> dict[str, Any]:
+    """The speeds (with fixed seconds) and load seconds placement estimated for a worker that
+    never measured them; they go as it measures them."""
+    if believed is None:
+        return {"families": {}, "load_s": {}}
+    return {
+        "families": {
+            family: {
+                "units_per_s": _significant(believed.speed[family]),
+                "fixed_s": _significant(believed.fixed_s.get(family, 0.0)),
+            }
+            for family in sorted(believed.estimated)
+            if family in believed.speed
+        },
+        "load_s": {
+            key: round(believed.load_s[key], 3)
+            for key in sorted(believed.estimated_load)
+            if key in believed.load_s
         },
     }
 

@@ -82,6 +82,14 @@ class WorkerView:
     vram_free_mib: float | None = None
     vram_total_mib: float | None = None
     """Its card's memory (the smallest card of its slot) from NVML; None when unknown."""
+    card: str | None = None
+    """What it runs on, to compare it with similar workers: its cards' NVML names and memory,
+    or the profile it emulates; None when unknown."""
+    estimated: frozenset[str] = frozenset()
+    """Families in `speed` and `fixed_s` it never measured: estimated from what is known of it
+    and of the farm (`gateway.scheduler.estimates`)."""
+    estimated_load: frozenset[str] = frozenset()
+    """Keys in `load_s` it never measured, estimated likewise."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from gateway.relay import Relay
 from gateway.scheduler import speed as learned_speed
 from gateway.scheduler.residency import Evidence
 from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
+from gateway.status import learned_fields
 from gateway.timescale import emulated, in_emulated_time
 from tests.unit.gateway.conftest import FakeClock
 from workers.client import ComfyClient
@@ -479,3 +480,62 @@ def test_progress_counts_only_for_the_node_that_runs() -> None:
     steps = clock.steps["3"]
     assert (steps.begin_s, steps.first_value, steps.last_value) == (1.0, 1, 3)
     assert steps.setup_s() == pytest.approx(0.5)  # 1 s to the first step, a step is 0.5 s
+
+
+# -- what was never measured is estimated ------------------------------------------------------
+
+
+def emulated_link(name: str, profile: str = "h200") -> WorkerLink:
+    handle = WorkerHandle(WorkerSpec(name, emulate=profile), "http://127.0.0.1:9", ready=True)
+    return WorkerLink(handle, ComfyClient(handle.url), sid="s")
+
+
+WARM_SDXL = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=0.0, run_s=2.0, loader_cached=True)
+COLD_SDXL = Finished("sdxl", 20.0, frozenset((SDXL,)), 4.0, 2.0, False, 0.0)
+FARMS = {
+    "a card like one that ran sdxl: its speed and load": (
+        "h200",
+        (COLD_SDXL, WARM_SDXL),
+        (),
+        ({"sdxl"}, {SDXL, "sdxl"}, 2.0),
+    ),
+    "another card: the farm's mean all the same, never the default": (
+        "rtx4070ti",
+        (COLD_SDXL, WARM_SDXL),
+        (),
+        ({"sdxl"}, {SDXL, "sdxl"}, 2.0),
+    ),
+    "once it ran sdxl itself: its own": (
+        "h200",
+        (COLD_SDXL, WARM_SDXL),
+        (Finished("sdxl", 20.0, frozenset((SDXL,)), 8.0, 4.0, False, 0.0),),
+        (set(), set(), 4.0),
+    ),
+}
+
+
+@pytest.mark.parametrize(("card", "first", "second", "expected"), FARMS.values(), ids=FARMS.keys())
+async def test_the_dispatcher_prices_a_worker_never_measured_from_the_farm(
+    store: JobStore,
+    redis_client: aioredis.Redis,
+    card: str,
+    first: tuple[Finished, ...],
+    second: tuple[Finished, ...],
+    expected: tuple[set[str], set[str], float],
+) -> None:
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    a, b = emulated_link("a"), emulated_link("b", card)
+    for done in first:
+        a.learn(done)
+    for done in second:
+        b.learn(done)
+    dispatcher = Dispatcher(store, Links([a, b]), load_policy("affinity"), hub)
+    shown = dispatcher._view(b)
+    families, keys, run_s = expected
+    assert (shown.estimated, shown.estimated_load) == (families, keys)
+    assert shown.card == f"emulated {card}"
+    assert shown.fixed_s["sdxl"] + 20.0 / shown.speed["sdxl"] == pytest.approx(run_s)
+    assert shown.load_s[SDXL] == pytest.approx(4.0 if not second else 8.0)
+    status = learned_fields(b, dispatcher.estimates.of(b))
+    assert set(status["estimated"]["families"]) == families
+    assert set(status["estimated"]["load_s"]) == keys
