@@ -114,14 +114,16 @@ async def _resources(
     # A stuck reply must fail, not hang a request forever (no blocking commands here).
     # With a socket_timeout, redis-py sends through asyncio.wait_for, which can lose a
     # cancel on Python 3.11: background loops stop through gateway.tasks for that reason.
-    redis = aioredis.from_url(
-        settings.redis_url,
-        decode_responses=True,
-        socket_timeout=10,
-        socket_connect_timeout=5,
-        redis_connect_func=on_connect,
+    redis = aioredis.Redis.from_pool(
+        _pool(
+            settings,
+            decode_responses=True,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+            redis_connect_func=on_connect,
+        )
     )
-    channel_redis = aioredis.from_url(settings.redis_url)
+    channel_redis = aioredis.Redis.from_pool(_pool(settings))
     store = JobStore(redis, keys, _limits(settings), clock=time.time)
     hub = Hub(channel_redis, keys.events, store.queue_remaining)
     links = Links([_link(handle, settings) for handle in workers.handles])
@@ -175,6 +177,19 @@ async def _resources(
         await hub.stop()
         await redis.aclose()
         await channel_redis.aclose()
+
+
+def _pool(settings: Settings, **options: Any) -> aioredis.BlockingConnectionPool:
+    """Connections to Redis, at most `redis_max_connections`: past that a command waits for
+    a free one, up to `redis_pool_timeout_s` (then it fails as Redis being unavailable, 503),
+    where redis-py's default pool refuses at once past 100 (a burst of WebSockets or POSTs)."""
+    assert settings.redis_url is not None
+    return aioredis.BlockingConnectionPool.from_url(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        timeout=settings.redis_pool_timeout_s,
+        **options,
+    )
 
 
 def _limits(settings: Settings) -> StoreLimits:

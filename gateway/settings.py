@@ -119,6 +119,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("redis_url", "COMFY_GATEWAY_REDIS_URL", "REDIS_URL"),
     )
     redis_prefix: str = "cg"
+    redis_max_connections: int = Field(default=64, ge=1)
+    """Connections this node opens to Redis (each of its two pools); more concurrent commands
+    wait for one, up to `redis_pool_timeout_s`."""
+    redis_pool_timeout_s: float = Field(default=10.0, gt=0)
     data_dir: Path = Path(".data")
     appendfsync: str = "everysec"
     emulate: int | None = None
