@@ -54,3 +54,42 @@ async def test_a_restarted_gateway_shows_the_speeds_it_learned_before(
     assert after["families"] == before["families"]
     assert after["load_s"] == before["load_s"]
     assert after["resident"] == []
+
+
+def ws_images(prompt: dict[str, Any]) -> dict[str, Any]:
+    """ComfyUI's websockets_api_example_ws_images.py: the same graph, its images sent back on
+    the socket by a SaveImageWebsocket node instead of saved."""
+    graph = {node: body for node, body in prompt.items() if body["class_type"] != "SaveImage"}
+    save = {"class_type": "SaveImageWebsocket", "inputs": {"images": ["8", 0]}}
+    return {**graph, "save_image_websocket_node": save}
+
+
+async def test_a_fresh_farm_learns_what_ran_and_a_cached_sampler_teaches_nothing(
+    redis_url: str, tmp_path: Path, farm_layout: FarmLayout
+) -> None:
+    """ComfyUI's websockets_api_example.py four times (the same graph: the first loads, the
+    others are cached end to end), then its ws-images variant (its sampler cached): the family
+    is learned from the one sampler that ran; the cached run changes nothing, in Redis either."""
+    handles = start_emulators(farm_layout, ["learns"])
+    settings = gateway_settings(redis_url, tmp_path)
+    prompt = txt2img(CHECKPOINTS[2], "example", seed=5, steps=20, size=1024)
+    try:
+        async with running_gateway(settings, as_external(handles), farm_layout.input_dir) as url:
+            client = ComfyStyleClient(url)
+            await client.open()
+            for _ in range(4):
+                await client.wait(await client.queue_prompt(prompt))
+            learned = await learned_of(client)
+            await client.wait(await client.queue_prompt(ws_images(prompt)))
+            after = await learned_of(client)
+            await client.close()
+        async with running_gateway(settings, as_external(handles), farm_layout.input_dir) as url:
+            client = ComfyStyleClient(url)
+            restored = await learned_of(client)
+            await client.http.aclose()
+    finally:
+        stop_emulators(handles)
+    assert set(learned["families"]) == {"sdxl"}
+    assert learned["families"]["sdxl"]["units_per_s"] > 0
+    assert after["families"] == learned["families"]
+    assert restored["families"] == learned["families"]
