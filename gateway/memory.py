@@ -37,8 +37,10 @@ from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-VERSION = 2
-"""The saved format; another version is ignored (learning starts over)."""
+VERSION = 3
+"""The saved format; another version is ignored (learning starts over). Version 3: speeds
+learned only from sampler nodes that executed (a version-2 book may hold a cached run's
+near-instant speed)."""
 SAVE_EVERY_S = 5.0
 FIELDS = frozenset({"version", "fingerprint", "saved_at_ms", "node", "book", "load_s"})
 ESTIMATE_FIELDS = frozenset(f.name for f in dataclasses.fields(SpeedEstimate))
