@@ -14,7 +14,8 @@ Pure: every function returns new values. The relay feeds each event of a prompt 
   is load, not speed, so a job that loaded also teaches the speed of its steps;
 - trust: the worker stamps `execution_start` and `execution_success`; when the relay's own
   span of the prompt differs much from the worker's (a stalled socket delivering events late,
-  then in a burst), the node seconds are no measurement and the prompt is untimed.
+  then in a burst), the node seconds are no measurement and the prompt is untimed; so is a
+  prompt that failed or was interrupted (its sampler stopped short of its steps).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class NodeClock:
     """The worker's `timestamp` of `execution_start` (its wall clock)."""
     end_stamp_ms: int | None = None
     """The worker's `timestamp` of `execution_success`."""
+    stopped: bool = False
+    """It failed or was interrupted (`execution_error`, `execution_interrupted`)."""
 
 
 def on_executing(clock: NodeClock, node: str | None, now_s: float) -> NodeClock:
@@ -118,7 +121,7 @@ def on_progress(clock: NodeClock, node: str | None, value: object, now_s: float)
 
 def on_event(clock: NodeClock, kind: object, data: Mapping[str, Any], now_s: float) -> NodeClock:
     """The clock once an event of its prompt arrived at `now_s` (`execution_start` starts a
-    new clock: `NodeClock(now_s, since_s=now_s, start_stamp_ms=...)`)."""
+    new one: `started`)."""
     if kind == EventKind.EXECUTING:
         node = data.get("node")
         return on_executing(clock, None if node is None else str(node), now_s)
@@ -129,6 +132,8 @@ def on_event(clock: NodeClock, kind: object, data: Mapping[str, Any], now_s: flo
         return on_progress(clock, None if node is None else str(node), data.get("value"), now_s)
     if kind == EventKind.EXECUTION_SUCCESS:
         return replace(clock, end_stamp_ms=_stamp(data))
+    if kind in (EventKind.EXECUTION_ERROR, EventKind.EXECUTION_INTERRUPTED):
+        return replace(clock, stopped=True)
     return clock
 
 
@@ -143,8 +148,11 @@ def _stamp(data: Mapping[str, Any]) -> int | None:
 
 
 def trusted(clock: NodeClock) -> bool:
-    """Whether the relay's span of the ended prompt agrees with the worker's stamps (True when
-    the worker stamped no start or end: nothing to compare)."""
+    """Whether the ended prompt's node seconds are a measurement: it ran to its end, and the
+    relay's span of it agrees with the worker's stamps (when the worker stamped its start and
+    end)."""
+    if clock.stopped:
+        return False
     if clock.start_stamp_ms is None or clock.end_stamp_ms is None or clock.node is not None:
         return True
     worker_s = (clock.end_stamp_ms - clock.start_stamp_ms) / 1000.0

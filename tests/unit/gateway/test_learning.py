@@ -332,10 +332,12 @@ def ran(
     setup_s: float = 0.0,
     progress: bool = True,
     worker_span_x: float = 1.0,
+    ended: str = "execution_success",
 ) -> NodeClock:
     """The clock of a prompt as the relay builds it: the `executed` nodes (id, seconds) run in
     order; the sampler "3" spends `setup_s`, then 20 steps of STEP_S, each reported (unless not
-    `progress`). The worker stamps a span `worker_span_x` times what the relay saw."""
+    `progress`). The worker stamps a span `worker_span_x` times what the relay saw, and ends
+    it with `ended`."""
     now_s = 0.0
     clock = timing.started({"timestamp": 1_000_000}, now_s)
     clock = timing.on_event(clock, "execution_cached", {"nodes": list(cached)}, now_s)
@@ -351,7 +353,7 @@ def ran(
                 data = {"node": node, "value": step, "max": 20}
                 clock = timing.on_event(clock, "progress", data, now_s)
     stamp_ms = 1_000_000 + round(now_s * 1000 * worker_span_x)
-    clock = timing.on_event(clock, "execution_success", {"timestamp": stamp_ms}, now_s)
+    clock = timing.on_event(clock, ended, {"timestamp": stamp_ms}, now_s)
     return timing.on_event(clock, "executing", {"node": None}, now_s)
 
 
@@ -379,6 +381,10 @@ RUNS = {
     ),
     "a stalled socket: the worker's stamps span twice what the relay saw": (
         ran(WARM, cached=("4", "5", "7", "10"), worker_span_x=2.0),
+        (UNITS, None, None, None, True),
+    ),
+    "an interrupted run: its sampler stopped short": (
+        ran(WARM, cached=("4", "5", "7", "10"), ended="execution_interrupted"),
         (UNITS, None, None, None, True),
     ),
 }
