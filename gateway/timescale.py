@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from gateway.scheduler.policy import Policy
-from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
+from gateway.scheduler.snapshot import Assignment, JobGroup, JobView, Snapshot, WorkerView
 
 
 class EmulatedTime:
@@ -45,6 +45,16 @@ def emulated(snapshot: Snapshot, factor: float) -> Snapshot:
         jobs=tuple(_job(job, factor) for job in snapshot.jobs),
         workers=tuple(_worker(worker, factor) for worker in snapshot.workers),
         demand_per_s=_times(snapshot.demand_per_s, 1.0 / factor),
+        groups=tuple(_group(group, factor) for group in snapshot.groups),
+    )
+
+
+def _group(group: JobGroup, factor: float) -> JobGroup:
+    return replace(
+        group,
+        head=tuple(_job(job, factor) for job in group.head),
+        enqueued_s_sum=group.enqueued_s_sum * factor,
+        oldest_s=group.oldest_s * factor,
     )
 
 

@@ -6,9 +6,10 @@ For a worker (a lane) and a queue of interchangeable jobs:
   workers holding the queue's models finish the whole queue together (`fluid.finish_s`): the
   water-filling test, so a second copy of a model is loaded exactly when its queue outgrows
   what its warm copies can serve, and a clearly faster card is left its work.
-- An idle worker that is not useful to a queue leaves it to the holders only while the
-  queue's oldest job has waited less than the worker's own load of it: the ski-rental bound.
-  So no job waits on an idle worker for longer than that worker would take to load its models.
+- An idle worker that is not useful to a queue (or a card much slower for it) leaves it to the
+  others only while the queue's oldest job has waited beside it, idle, less than the worker's
+  own load of it: the ski-rental bound. So no job waits beside an idle worker for longer than
+  that worker would take to load its models.
 - Among the queues it is useful to (or bound to serve), it takes the highest priority, then
   the highest response ratio with the load in it: (waited + cost) / cost over the share of
   the queue it would serve, cost = load + reloads it causes + run, scaled by how fast this
@@ -26,6 +27,7 @@ from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import evicted, key_load_s, load_s, run_s, speed_of
 from gateway.scheduler.lanes import Lane
+from gateway.scheduler.snapshot import JobView
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def option_for(
     slow = not warm and too_slow(lane, job.family, farm, tuning)
     if idle:
         # Work conservation: an idle worker leaves a job only for the ski-rental wait.
-        serve = (useful and not slow) or now_s - job.enqueued_at_s >= load
+        serve = (useful and not slow) or waited_beside_s(lane, job, now_s) >= load
     elif warm:
         serve = useful
     else:
@@ -128,6 +130,13 @@ def option_for(
         advantage=speed_of(lane.worker, job.family) / farm.fastest[job.family],
         priority=job.priority,
     )
+
+
+def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:
+    """How long the job has waited while this worker sat idle."""
+    waited_s = now_s - job.enqueued_at_s
+    idle_since_s = lane.worker.idle_since_s
+    return waited_s if idle_since_s is None else min(waited_s, now_s - idle_since_s)
 
 
 def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:

@@ -38,6 +38,14 @@ CONSERVATION = {
         snap(9.5, [job("a", "m1", 5.0)], [worker("idle", ("m2",)), busy("h", ("m1",), 1.0)]),
         True,
     ),
+    "...counted from when the worker went idle, not from the job's arrival": (
+        snap(
+            9.5,
+            [job("a", "m1", 0.0)],
+            [worker("idle", ("m2",), idle_since_s=9.0), busy("h", ("m1",), 1.0)],
+        ),
+        False,
+    ),
     "a busy holder that frees after the idle load would end: load": (
         snap(5.0, [job("a", "m1", 5.0)], [worker("idle", ("m2",)), busy("h", ("m1",), 30.0)]),
         True,
@@ -107,7 +115,8 @@ def left_waiting_on_an_idle_worker(snapshot: Snapshot, out: list[Assignment]) ->
                 if o.name != w.name and is_warm(waiting, resident_after_queue(o))
             ]
             load = load_s(waiting, w, w.resident)
-            if not holders or snapshot.now_s - waiting.enqueued_at_s >= load:
+            beside_s = snapshot.now_s - max(waiting.enqueued_at_s, w.idle_since_s or 0.0)
+            if not holders or beside_s >= load:
                 bad.append(f"{waiting.job_id} beside {w.name}")
     return bad
 
