@@ -15,7 +15,8 @@ from gateway.scheduler.snapshot import JobView, WorkerView
 DEFAULT_SPEED = 1.0
 """Work units per second assumed for a family a worker has never run (nothing better known)."""
 DEFAULT_LOAD_S = 10.0
-"""Seconds assumed to load a model key with no estimate by key or by family."""
+"""Seconds assumed to load a model key on a worker that knows no load at all (nothing
+measured anywhere: `gateway.scheduler.estimates` fills in what other workers measured)."""
 
 
 def models_of(job: JobView) -> frozenset[str]:
@@ -49,10 +50,14 @@ def run_s(job: JobView, worker: WorkerView) -> float:
 
 
 def key_load_s(worker: WorkerView, key: str, family: str) -> float:
-    """Seconds to load one model key on the worker: by key, else by family, else the default."""
+    """Seconds to load one model key on the worker: by key, else by family, else the mean of
+    its known loads, else the default."""
     seconds = worker.load_s.get(key)
     if seconds is None:
-        seconds = worker.load_s.get(family, DEFAULT_LOAD_S)
+        seconds = worker.load_s.get(family)
+    if seconds is None:
+        known = worker.load_s.values()
+        seconds = sum(known) / len(known) if known else DEFAULT_LOAD_S
     return seconds
 
 

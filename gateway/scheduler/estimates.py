@@ -14,10 +14,10 @@ another worker has, from the first of these that knows it:
 3. the mean of every worker that measured it.
 
 An entry no worker measured stays absent: `cost.speed_of` and `cost.key_load_s` then fall back
-to the worker's other families or to the neutral default. Measured entries are never changed;
-estimated ones are named in `WorkerView.estimated` and `estimated_load`, and give way to the
-worker's own measurement in the next snapshot. The warm-up's speed probe and load timings are
-measurements (they seed the worker's own numbers).
+to the mean of the worker's other entries, and only with none to the neutral default. Measured
+entries are never changed; estimated ones are named in `WorkerView.estimated` and
+`estimated_load`, and give way to the worker's own measurement in the next snapshot. The
+warm-up's speed probe and load timings are measurements (they seed the worker's own numbers).
 
 Pure: views in, views out.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.scheduler import cost
+from gateway.scheduler.snapshot import WorkerView
 from tests.unit.scheduler.factories import job, worker
 
 
@@ -44,6 +45,9 @@ def test_load_counts_only_what_is_not_resident_by_key_then_family() -> None:
     assert cost.load_s(job("a", "m1"), w, ()) == 1.0
     assert cost.load_s(job("a", "m2"), w, ()) == 3.0
     assert cost.load_s(job("a", "m2"), w, ("m2",)) == 0.0
+    # a family it never loaded: the mean of what it did load; nothing loaded: the default
+    assert cost.load_s(job("a", "f1", family="flux"), w, ()) == 2.0
+    assert cost.load_s(job("a", "f1", family="flux"), WorkerView("x"), ()) == cost.DEFAULT_LOAD_S
 
 
 @pytest.mark.parametrize(

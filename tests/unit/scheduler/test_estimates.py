@@ -103,8 +103,12 @@ LOADS = {
         (w("a", "h200", load_s={X: 6.0}), w("b", "h200", load_s={X: 2.0})),
         2.0,
     ),
-    "nobody loaded it: the neutral default": (
-        (w("a", "h200", load_s={Y: 6.0}), w("b", "h200", load_s={Y: 6.0})),
+    "nobody loaded it: the mean of what it loaded": (
+        (w("a", "h200", load_s={Y: 2.0}), w("b", "h200", load_s={Y: 6.0})),
+        6.0,
+    ),
+    "nobody loaded anything: the neutral default": (
+        (w("a", "h200"), w("b", "h200")),
         cost.DEFAULT_LOAD_S,
     ),
 }
