@@ -13,8 +13,9 @@ For a worker (a lane) and a queue of interchangeable jobs:
 - Among the queues it is useful to (or bound to serve), it takes the highest priority, then
   the highest response ratio with the load in it: (waited + cost) / cost over the share of
   the queue it would serve, cost = load + reloads it causes + run, scaled by how fast this
-  card runs the family against the fastest card. A load must be earned by waiting; under heavy
-  load every wait grows together, so each load serves more jobs instead of loads multiplying.
+  card runs the family against the fastest other card (comparative advantage). A load must be
+  earned by waiting; under heavy load every wait grows together, so each load serves more jobs
+  instead of loads multiplying.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def option_for(
         jobs=jobs,
         run_s=jobs * mine_s / queue.count,
         waited_s=queue.waited_s(now_s) * jobs / queue.count,
-        advantage=speed_of(lane.worker, job.family) / farm.fastest[job.family],
+        advantage=farm.advantage(lane, job.family),
         priority=job.priority,
     )
 
@@ -140,7 +141,7 @@ def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:
 
 
 def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:
-    return speed_of(lane.worker, family) * tuning.slow_ratio <= farm.fastest[family]
+    return speed_of(lane.worker, family) * tuning.slow_ratio <= farm.best_speed(family)
 
 
 def best_option(

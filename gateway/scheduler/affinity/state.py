@@ -61,8 +61,8 @@ class Farm:
     lanes: dict[str, Lane]
     holding: dict[str, set[str]] = field(default_factory=dict)
     """Model key -> names of the lanes that will hold it."""
-    fastest: dict[str, float] = field(default_factory=dict)
-    """Family -> the best speed of any worker (work units per second)."""
+    fastest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    """Family -> the two best speeds of any worker (work units per second) and whose."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, lanes: Mapping[str, Lane], families: Iterable[str]) -> Farm:
@@ -70,9 +70,21 @@ class Farm:
         for lane in lanes.values():
             farm._hold(lane)
         for family in set(families):
-            speeds = (speed_of(lane.worker, family) for lane in lanes.values())
-            farm.fastest[family] = max(speeds, default=DEFAULT_SPEED)
+            speeds = ((speed_of(lane.worker, family), lane.name) for lane in lanes.values())
+            farm.fastest[family] = sorted(speeds, reverse=True)[:2]
         return farm
+
+    def best_speed(self, family: str) -> float:
+        """The fastest worker's speed for the family."""
+        top = self.fastest.get(family)
+        return top[0][0] if top else DEFAULT_SPEED
+
+    def advantage(self, lane: Lane, family: str) -> float:
+        """How many times faster the lane runs the family than the fastest other worker (1
+        alone): each card favours the work it is relatively best at."""
+        others = [speed for speed, name in self.fastest.get(family, ()) if name != lane.name]
+        mine = speed_of(lane.worker, family)
+        return mine / others[0] if others and others[0] > 0 else 1.0
 
     def _hold(self, lane: Lane) -> None:
         for key in lane.resident:
