@@ -142,7 +142,7 @@ REGIMES = (
 )
 """The default grid's farms and catalogues: every farm kind, 2 to 16 workers, K = 1, N and 4N,
 both cache modes."""
-BIG_BATCHES = {"batch500": (1, 2, 6), "batch2000": (7,)}
+BIG_BATCHES = {"batch500": (1, 2, 6), "batch2000": (1,)}
 """Which of REGIMES also get the larger batches (by index)."""
 
 
