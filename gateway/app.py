@@ -145,6 +145,7 @@ async def _resources(
         interrupt_grace_s=settings.interrupt_grace_s,
         time_scale=settings.time_scale,
         journal_s=settings.accept_journal_s,
+        quarantine_after=settings.quarantine_after_crashes,
     )
 
     async def accepted(job: NewJob) -> None:

@@ -67,6 +67,7 @@ class Farm:
         interrupt_grace_s: float = 10.0,
         time_scale: float = 1.0,
         journal_s: float = 10.0,
+        quarantine_after: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -94,6 +95,7 @@ class Farm:
             stall_timeout_s=stall_timeout_s,
             restart=restart,
             on_stall=self.watchdog.examine,
+            quarantine_after=quarantine_after,
             clock=clock,
         )
         self.journal = Journal(journal_s, clock=clock)

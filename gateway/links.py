@@ -47,6 +47,9 @@ class Held:
     """When this node sent it (or adopted it): the watchdog's clock starts there."""
     clock: NodeClock | None = None
     """Its node times from `executing` transitions, once it started here."""
+    ended: bool = False
+    """The worker announced its end (`executing` null); its history entry may be on its way.
+    A crash after that is not its fault."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,8 @@ class WorkerLink:
     lessons: int = 0
     """Finished jobs learned from on this node: the memory saves the link when it moved."""
     restored: Restored | None = None
+    listening: bool = False
+    """Its relay's event socket is open: frames of its jobs may still be on their way."""
 
     @property
     def cache_slots(self) -> int:

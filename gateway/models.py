@@ -24,13 +24,24 @@ class JobState(StrEnum):
     INTERRUPTED = "interrupted"
     CANCELLED = "cancelled"
     """Removed before it ran (delete or interrupt of a pending job): no history entry."""
+    QUARANTINED = "quarantined"
+    """Crashed its worker too often (poison): never run again; an error entry in history,
+    its record (with the workflow) kept for inspection at /gateway/jobs/{id}."""
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL
 
 
-TERMINAL = frozenset({JobState.SUCCESS, JobState.ERROR, JobState.INTERRUPTED, JobState.CANCELLED})
+TERMINAL = frozenset(
+    {
+        JobState.SUCCESS,
+        JobState.ERROR,
+        JobState.INTERRUPTED,
+        JobState.CANCELLED,
+        JobState.QUARANTINED,
+    }
+)
 HELD = frozenset({JobState.ASSIGNED, JobState.RUNNING})
 
 

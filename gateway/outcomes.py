@@ -18,7 +18,7 @@ from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.learning import finished
 from gateway.links import Held, WorkerLink
-from gateway.models import JobRecord
+from gateway.models import JobRecord, JobState
 from workers.comfy.messages import EventKind
 
 log = logging.getLogger(__name__)
@@ -80,23 +80,56 @@ class Outcomes:
     ) -> None:
         """End a job with an error that retrying elsewhere would not fix; its slot is freed
         and its history entry carries `message`."""
-        self.on_end(job.job_id)
         entry = error_entry(job, self.store.now_ms(), message, exception_type)
-        applied = await self._finish(link, job.job_id, held, entry)
+        await self._end_in_error(link, job, held, entry, entry_state(entry))
+
+    async def quarantine(self, link: WorkerLink, job: JobRecord, held: Held, crashes: int) -> bool:
+        """End a poison job, one that crashed its worker `crashes` times: state `quarantined`,
+        an error entry in its history, never run again; its record, workflow included, stays
+        (for `job_ttl_s`) at /gateway/jobs/{id}. False when fenced off (ended elsewhere)."""
+        message = (
+            f"quarantined: this prompt crashed its worker {crashes} times (last {link.name}), "
+            f"so it is not run again; its workflow is kept at /gateway/jobs/{job.job_id}"
+        )
+        entry = error_entry(job, self.store.now_ms(), message, "GatewayQuarantined")
+        applied = await self._end_in_error(link, job, held, entry, JobState.QUARANTINED)
+        if applied:
+            log.warning(
+                "job %s quarantined after %d crashes (last %s)", job.job_id, crashes, link.name
+            )
+        return applied
+
+    async def _end_in_error(
+        self,
+        link: WorkerLink,
+        job: JobRecord,
+        held: Held,
+        entry: Mapping[str, Any],
+        state: JobState,
+    ) -> bool:
+        self.on_end(job.job_id)
+        applied = await self._finish(link, job.job_id, held, entry, state)
         self._forget(link, job.job_id)
         if applied and held.client_id:
             error = entry["status"]["messages"][-1][1]
             self.hub.publish(text_frame(held.client_id, EventKind.EXECUTION_ERROR, error))
         if applied:
             await self._done(held.client_id, job.job_id)
+        return applied
 
     async def _finish(
-        self, link: WorkerLink, job_id: str, held: Held, entry: Mapping[str, Any]
+        self,
+        link: WorkerLink,
+        job_id: str,
+        held: Held,
+        entry: Mapping[str, Any],
+        state: JobState | None = None,
     ) -> bool:
-        """The fenced final write. Fenced off because a Redis restart lost this attempt's
-        claim (Redis has it waiting, or not at all), the claim is reasserted and it is written:
-        else the job would be sent again although it ran."""
-        state = entry_state(entry)
+        """The fenced final write (in `state`, else the entry's own). Fenced off because a
+        Redis restart lost this attempt's claim (Redis has it waiting, or not at all), the
+        claim is reasserted and it is written: else the job would be sent again although it
+        ran."""
+        state = state or entry_state(entry)
         if await self.store.finish(job_id, link.name, held.attempt, state, entry):
             return True
         repaired = await self.store.reassert_held(

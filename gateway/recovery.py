@@ -21,7 +21,7 @@ from gateway import tasks
 from gateway.dispatcher import REDIS_DOWN, Guard
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
-from gateway.models import HELD, JobRecord
+from gateway.models import HELD, JobRecord, JobState
 from gateway.outcomes import Outcomes
 from workers.client import ComfyClient, WorkerError, WorkerUnreachable
 
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Restart = Callable[[WorkerLink], Coroutine[Any, Any, None]]
 StallHandler = Callable[[WorkerLink], Coroutine[Any, Any, None]]
+HEARD_POLL_S = 0.01
+CRASHED = "crashed its worker"
+"""The outcome of an attempt whose worker died running it (counted towards quarantine)."""
 
 
 class Found(StrEnum):
@@ -74,6 +77,7 @@ class Recovery:
         stall_timeout_s: float,
         restart: Restart | None = None,
         on_stall: StallHandler | None = None,
+        quarantine_after: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -83,7 +87,13 @@ class Recovery:
         self.stall_timeout_s = stall_timeout_s
         self.restart = restart
         self.on_stall = on_stall
+        self.quarantine_after = quarantine_after
+        """Crashes of its worker after which a job is quarantined as poison."""
         self.clock = clock
+        self.culprits: dict[str, str] = {}
+        """By worker: the job blamed for its last exit, until supervision takes it."""
+        self.quarantined: set[str] = set()
+        """Jobs quarantined here whose exits supervision has not excused yet."""
         self._restarts: set[asyncio.Task[None]] = set()
         self.guard: Guard | None = None
         """Asked before each round: none while Redis is down, a restart repaired first."""
@@ -136,12 +146,43 @@ class Recovery:
             "worker %s lost (exit code %s); recovering %d jobs", link.name, code, len(link.held)
         )
         link.state = WorkerState.LOST
-        for job_id in set(link.held) | await self.store.worker_job_ids(link.name):
-            await self.recover(job_id, failed=True)
+        await self.worker_exited(link, failure=True)
         if self.restart is not None and not self._restarts:
             task = asyncio.create_task(self.restart(link))
             self._restarts.add(task)
             task.add_done_callback(self._restarts.discard)
+
+    async def worker_exited(self, link: WorkerLink, *, failure: bool) -> None:
+        """Its process is gone with everything it held: each job is recorded as finished or
+        goes back to the queue. Only the job it was running pays for the exit, and only when
+        nobody asked for it (`failure`): a failed attempt, or at its `quarantine_after`-th
+        such crash, quarantine. Jobs sent ahead that never started are not charged."""
+        if failure:
+            await _heard_all(link)
+        job_ids = set(link.held) | await self.store.worker_job_ids(link.name)
+        culprit = await self._culprit(link, job_ids) if failure else None
+        if culprit is not None:
+            self.culprits[link.name] = culprit
+        for job_id in sorted(job_ids):
+            try:
+                await self.recover(job_id, failed=False, crashed=job_id == culprit)
+            except Exception:
+                log.exception(
+                    "job %s of %s not recovered; the lease sweep retries", job_id, link.name
+                )
+
+    async def _culprit(self, link: WorkerLink, job_ids: set[str]) -> str | None:
+        """The job the worker was running: the one it announced, else the one Redis has as
+        running, else the one it would have started first (the lowest queue score: it may
+        have died before its first event about it arrived)."""
+        ended = {job_id for job_id, held in link.held.items() if held.ended}
+        if link.running in job_ids and link.running not in ended:
+            return link.running
+        records = await self.store.get_many(sorted(job_ids - ended))
+        held = [r for r in records if r.state in HELD and r.worker == link.name]
+        running = [r for r in held if r.state is JobState.RUNNING]
+        candidates = running or held
+        return min(candidates, key=lambda r: r.score).job_id if candidates else None
 
     async def _stalled(self, link: WorkerLink) -> None:
         """A prompt made no progress for too long: end that process, or abandon the prompt."""
@@ -177,7 +218,10 @@ class Recovery:
 
     # -- single jobs -------------------------------------------------------------------------
 
-    async def recover(self, job_id: str, *, failed: bool) -> None:
+    async def recover(self, job_id: str, *, failed: bool, crashed: bool = False) -> None:
+        """Settle one held job by asking its worker: finished, still held, or gone (then back
+        to the queue, a failed attempt if `failed`; if `crashed`, the crash of its worker
+        counts towards quarantine)."""
         job = await self.store.get(job_id)
         if job is None or job.state not in HELD or not job.worker:
             await self.store.redis.zrem(self.store.keys.leases, job_id)
@@ -187,15 +231,19 @@ class Recovery:
             # Another node's worker: that node renews it while alive; nothing to ask here.
             return
         verdict = await probe(link.client, job_id)
-        await self._act(link, job, verdict, failed)
+        await self._act(link, job, verdict, failed, crashed)
 
-    async def _act(self, link: WorkerLink, job: JobRecord, verdict: Verdict, failed: bool) -> None:
+    async def _act(
+        self, link: WorkerLink, job: JobRecord, verdict: Verdict, failed: bool, crashed: bool
+    ) -> None:
         held = link.held.get(job.job_id) or _held_from(job)
         if verdict.found is Found.FINISHED:
             await self.outcomes.complete(link, job.job_id, held, verdict.entry)
         elif verdict.found is Found.HELD:
             self._adopt(link, job, held, verdict.running)
             await self.store.renew([job.job_id])
+        elif crashed and (verdict.found is Found.ABSENT or not link.handle.alive()):
+            await self._crashed(link, job, held)
         elif verdict.found is Found.ABSENT:
             reason = "lost by its worker" if link.handle.alive() else "worker exited"
             await self.outcomes.requeue(
@@ -206,6 +254,16 @@ class Recovery:
                 link.name, job, failed=failed, outcome="worker exited", link=link
             )
 
+    async def _crashed(self, link: WorkerLink, job: JobRecord, held: Held) -> None:
+        """Its worker died running it: a failed attempt, or at the `quarantine_after`-th
+        crash (earlier attempts that ended so included) the job is quarantined."""
+        earlier = await self.store.attempts(job.job_id)
+        crashes = 1 + sum(1 for attempt in earlier if attempt.get("outcome") == CRASHED)
+        if crashes < self.quarantine_after:
+            await self.outcomes.requeue(link.name, job, failed=True, outcome=CRASHED, link=link)
+        elif await self.outcomes.quarantine(link, job, held, crashes):
+            self.quarantined.add(job.job_id)
+
     def _adopt(self, link: WorkerLink, job: JobRecord, held: Held, running: bool) -> None:
         if job.job_id not in link.held:
             log.info("job %s adopted on %s (attempt %d)", job.job_id, link.name, job.attempt)
@@ -215,6 +273,16 @@ class Recovery:
         if held.sid != link.sid:
             # No events will tell its progress: still held by a live worker is all we know.
             link.last_progress_s = self.clock()
+
+
+async def _heard_all(link: WorkerLink, timeout_s: float = 1.0) -> None:
+    """Wait, a second at most, until the relay has read a dead worker's last frames (its
+    socket closes at once): the end of a job it finished just before dying must be known
+    before a crash is blamed on the job it ran last."""
+    for _ in range(int(timeout_s / HEARD_POLL_S)):
+        if not link.listening:
+            return
+        await asyncio.sleep(HEARD_POLL_S)
 
 
 def _held_from(job: JobRecord) -> Held:

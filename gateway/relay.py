@@ -88,10 +88,14 @@ class Relay:
     async def _session(self) -> None:
         self.link.sid = relay_sid(self.link.name)
         async with self.link.client.events(self.link.sid, FEATURE_FLAGS) as frames:
-            await self.on_connect(self.link)
-            async for frame in frames:
-                tasks.check_cancelled()
-                await self.handle(frame)
+            self.link.listening = True
+            try:
+                await self.on_connect(self.link)
+                async for frame in frames:
+                    tasks.check_cancelled()
+                    await self.handle(frame)
+            finally:
+                self.link.listening = False
 
     async def handle(self, frame: Frame) -> None:
         if isinstance(frame, bytes):
@@ -161,6 +165,9 @@ class Relay:
 
     async def _finished(self, prompt_id: str, held: Held) -> None:
         """ComfyUI wrote its history entry before this frame: fetch it, record it, then tell."""
+        held.ended = True
+        if self.link.running == prompt_id:
+            self.link.running = None  # the worker has moved on, whatever happens to the fetch
         try:
             entry = await self.link.client.history(prompt_id)
         except WorkerError as exc:

@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     """The embedded Redis' `maxmemory`, with `noeviction`: when full it refuses new prompts
     (503) and never evicts a job; 0 = no cap. Not applied to a Redis given by URL."""
     max_attempts: int = 3
+    quarantine_after_crashes: int = Field(default=2, ge=1)
+    """A job that crashed its worker this many times (it was running each time) is
+    quarantined: never run again, its record and workflow kept at /gateway/jobs/{id}."""
     lease_s: float = 30.0
     stall_timeout_s: float = 600.0
     """Watchdog: a worker holding jobs that sends no event for this long is probed."""

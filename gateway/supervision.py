@@ -2,7 +2,10 @@
 
 The supervisor (`workers.supervisor`) only emits events; this consumer only reacts. An exit
 sends every job the worker held back to the queue (its process is gone, so it holds none: the
-probe finds it unreachable), counted as a failed attempt unless an operator asked for the exit.
+probe finds it unreachable). Unless an operator asked for the exit, the job it was running
+counts a failed attempt, and the exit is blamed on it with the supervisor; at the job's
+`quarantine_after`-th crash it is quarantined, and the supervisor told to excuse every exit
+it caused (before it decides on this one), so poison prompts never make workers flap.
 A ready worker seeds the scheduler's load estimates with its warm-up timings and its speeds with
 the warm-up's speed probes, and wakes the dispatcher. Draining (an operator's, or the whole
 node's on shutdown) lives here too.
@@ -74,6 +77,7 @@ class Supervision:
         self.node = node
         self.clock = clock
         self.draining = False
+        self.supervisor: Supervisor | None = None
 
     # -- lifecycle events ----------------------------------------------------------------------
 
@@ -83,6 +87,7 @@ class Supervision:
             status = supervisor.status(link.name)
             if status is not None and status.phase is Phase.READY:
                 self.seed(link, status.warmups)
+        self.supervisor = supervisor
         supervisor.subscribe(self.on_event)
 
     async def on_event(self, event: WorkerEvent) -> None:
@@ -100,14 +105,20 @@ class Supervision:
     async def _exited(self, link: WorkerLink, event: WorkerEvent) -> None:
         link.state = WorkerState.LOST
         link.resident, link.last_checkpoint = (), None
-        job_ids = set(link.held) | await self.store.worker_job_ids(link.name)
-        log.warning(
-            "worker %s exited (%s); %d jobs back to the queue",
-            link.name,
-            event.reason,
-            len(job_ids),
-        )
-        await self.release(link, job_ids, failed=event.failure)
+        log.warning("worker %s exited (%s); %d jobs held", link.name, event.reason, len(link.held))
+        await self.recovery.worker_exited(link, failure=event.failure)
+        self._blame(link)
+
+    def _blame(self, link: WorkerLink) -> None:
+        """Tell the supervisor which prompt the exit is blamed on; if that prompt is now
+        quarantined, excuse all the exits it caused, on every worker."""
+        culprit = self.recovery.culprits.pop(link.name, None)
+        if culprit is None or self.supervisor is None:
+            return
+        self.supervisor.attribute(link.name, culprit)
+        if culprit in self.recovery.quarantined:
+            self.recovery.quarantined.discard(culprit)
+            self.supervisor.excuse(culprit)
 
     def seed(self, link: WorkerLink, warmups: tuple[WarmupResult, ...]) -> None:
         """The warm-up's cold timings seed the load estimates, its speed probes the speeds;

@@ -9,6 +9,7 @@ comes next. It never decides on its own when to act.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -192,6 +193,21 @@ class ManagedWorker:
         self.reason = why or describe_exit(record.exit_code)
         self.output.note(f"run ended: {self.reason}")
         return record
+
+    def attribute(self, job_id: str) -> None:
+        """The gateway blames `job_id` (the prompt that ran) for the run that ended last."""
+        if self.exits:
+            self.exits = (*self.exits[:-1], dataclasses.replace(self.exits[-1], job=job_id))
+
+    def excuse(self, job_id: str) -> bool:
+        """Exits blamed on `job_id` no longer count (it was quarantined as poison); True when
+        there were some."""
+        found = any(record.job == job_id for record in self.exits)
+        self.exits = tuple(
+            dataclasses.replace(record, excused=True) if record.job == job_id else record
+            for record in self.exits
+        )
+        return found
 
     def decide(self, settings: RestartSettings) -> Decision:
         """Ask the restart policy; enter BACKOFF or FAILED accordingly."""

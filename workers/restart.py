@@ -13,6 +13,9 @@ Three rules, checked in this order:
 3. Otherwise restart after an exponential backoff (`backoff_initial_s`, times
    `backoff_factor` per failure in a row, at most `backoff_max_s`), counted since the last exit.
    A run that was ready for `stable_after_s` seconds resets the count.
+
+Exits the gateway excuses (the run crashed on a prompt it then quarantined as poison) count for
+none of these rules: after one the worker restarts after `backoff_initial_s`.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ class ExitRecord:
     exited_at_s: float
     became_ready: bool
     exit_code: int | None
+    job: str | None = None
+    """The prompt the gateway blames for this exit (the one the run was running)."""
+    excused: bool = False
+    """The gateway quarantined `job` as poison: the worker is not to blame for this exit."""
 
     @property
     def run_s(self) -> float:
@@ -136,7 +143,10 @@ def next_restart(
     """
     if not exits:
         raise ValueError("no exit to decide on")
-    ordered = sorted(exits, key=lambda record: record.exited_at_s)
+    latest = max(exits, key=lambda record: record.exited_at_s)
+    if latest.excused:
+        return _excused_restart(latest, now_s, settings)
+    ordered = sorted(_counted(exits), key=lambda record: record.exited_at_s)
     verdict = _broken_at_start(ordered, settings) or _flapping(ordered, now_s, settings)
     if verdict is not None:
         return verdict
@@ -197,13 +207,39 @@ def prune_history(
     count fewer failures, never fewer than the cap needs). The supervisor keeps its history
     bounded with it.
     """
-    ordered = sorted(exits, key=lambda record: record.exited_at_s)
+    latest = max(exits, key=lambda record: record.exited_at_s, default=None)
+    ordered = sorted(_counted(exits), key=lambda record: record.exited_at_s)
     keep = max(settings.max_start_failures, _attempts_to_cap(settings))
     since_s = now_s - settings.flap_window_s
     cut = max(0, len(ordered) - keep)
     while cut > 0 and ordered[cut - 1].exited_at_s >= since_s:
         cut -= 1
-    return tuple(ordered[cut:])
+    kept = ordered[cut:]
+    if latest is not None and latest.excused:
+        kept.append(latest)  # the decision after it looks at it alone
+    return tuple(kept)
+
+
+def _counted(exits: Sequence[ExitRecord]) -> list[ExitRecord]:
+    return [record for record in exits if not record.excused]
+
+
+def _excused_restart(latest: ExitRecord, now_s: float, settings: RestartSettings) -> Restart:
+    delay_s = settings.backoff_initial_s
+    restart_at_s = latest.exited_at_s + delay_s
+    reason = (
+        f"crashed on prompt {latest.job}, quarantined as poison ({describe_exit(latest.exit_code)}"
+        f" after {latest.run_s:.1f} s); not counted against the worker, restarting {delay_s:g} s"
+        " after the exit"
+    )
+    return Restart(
+        restart_at_s=restart_at_s,
+        delay_s=max(0.0, restart_at_s - now_s),
+        backoff_s=delay_s,
+        attempt=1,
+        cause=latest.kind,
+        reason=reason,
+    )
 
 
 def _attempts_to_cap(settings: RestartSettings) -> int:

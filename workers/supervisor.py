@@ -187,6 +187,22 @@ class Supervisor:
         self._launch(worker)
         return True
 
+    def attribute(self, name: str, job_id: str) -> None:
+        """Blame the last exit of worker `name` on prompt `job_id` (it was running it). No
+        effect for an unknown worker."""
+        worker = self.workers.get(name)
+        if worker is not None:
+            worker.attribute(job_id)
+
+    def excuse(self, job_id: str) -> list[str]:
+        """Prompt `job_id` is poison (quarantined): the exits blamed on it count for no
+        worker's restart policy, so no worker is marked flapping for them. Returns the
+        workers that had such exits."""
+        excused = [worker.name for worker in self.workers.values() if worker.excuse(job_id)]
+        if excused:
+            log.warning("prompt %s quarantined: exits of %s not counted", job_id, excused)
+        return excused
+
     async def stop_all(self, grace_s: float | None = None) -> None:
         """Stop the loop, then every child: SIGTERM, SIGKILL after `grace_s`. Idempotent."""
         self._stopped = True

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.context import Context, Ctx, require_token
 from gateway.errors import Conflict, NotFound
 from gateway.links import WorkerLink
+from gateway.models import JobState
+from gateway.recovery import CRASHED
 
 router = APIRouter()
 
@@ -77,10 +82,13 @@ def _managed(ctx: Context, request: Request, name: str, what: str) -> WorkerLink
 
 @router.get("/gateway/jobs/{job_id}")
 async def job(job_id: str, ctx: Ctx) -> Response:
+    """The job's record: state, placement, every attempt and how often its worker crashed
+    running it; a quarantined job also shows its workflow (`prompt`), kept for inspection."""
     record = await ctx.store.get(job_id)
     if record is None:
         raise NotFound(f"no job {job_id}", kind="not_found")
-    body = {
+    attempts = await ctx.store.attempts(job_id)
+    body: dict[str, Any] = {
         "prompt_id": record.job_id,
         "state": record.state.value,
         "number": record.number,
@@ -100,8 +108,11 @@ async def job(job_id: str, ctx: Ctx) -> Response:
         "claimed_at_ms": record.claimed_at_ms,
         "started_at_ms": record.started_at_ms,
         "finished_at_ms": record.finished_at_ms,
-        "attempts": await ctx.store.attempts(job_id),
+        "attempts": attempts,
+        "crashes": sum(1 for a in attempts if a.get("outcome") in (CRASHED, "quarantined")),
     }
+    if record.state is JobState.QUARANTINED:
+        body["prompt"] = json.loads(record.prompt_json)
     return JSONResponse(body)
 
 

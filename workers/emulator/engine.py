@@ -16,7 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from workers.comfy.catalog import Catalog
@@ -141,6 +141,8 @@ class Engine:
         extra = item[3] if isinstance(item[3], dict) else {}
         self.client_id = extra.get("client_id")
         faults = self.faults.take_for_prompt()
+        if self.faults.poisons(item[2]):
+            faults = replace(faults, crash_at_step=1)
         if faults.stall_ws_s:
             self.hub.stall_for(faults.stall_ws_s)
         self.counts.started += 1

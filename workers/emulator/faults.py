@@ -12,10 +12,13 @@ One-shot faults apply to the next prompt(s) that run (`times`, default 1, counts
   (`fail_message`, exception type `fail_exception_type`).
 - `fail_validation` true: the next `POST /prompt` is refused with a 400
   `prompt_outputs_failed_validation` (counts requests, not prompts run).
-Persistent settings: `slow_factor` X multiplies every duration; `refuse` "503" answers every
-ComfyUI route with 503 (WebSocket upgrades are refused), "close" closes new TCP connections
-at once, for `refuse_for_s` seconds (forever when absent). Durations here are wall-clock
-seconds, not scaled by `--time-scale`. A null value disarms one key; `{"clear": true}` all.
+Persistent settings: `poison` TEXT makes every prompt whose JSON contains TEXT a poison
+workflow: the process exits (as `crash_at_step` 1) whenever one runs, on every run of a worker
+started with `--fault poison=TEXT`; `slow_factor` X multiplies every duration; `refuse`
+"503" answers every ComfyUI route with 503 (WebSocket upgrades are refused), "close" closes
+new TCP connections at once, for `refuse_for_s` seconds (forever when absent). Durations here
+are wall-clock seconds, not scaled by `--time-scale`. A null value disarms one key;
+`{"clear": true}` all.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "fail_exception_type": _text,
     "fail_validation": _flag,
     "slow_factor": _factor,
+    "poison": _text,
     "refuse": _refuse,
     "refuse_for_s": _seconds,
 }
@@ -129,6 +133,7 @@ class Faults:
         self._armed: dict[str, tuple[Any, int]] = {}
         self._settings: dict[str, Any] = {}
         self.slow_factor = 1.0
+        self._poison: str | None = None
         self._refuse: str | None = None
         self._refuse_until: float | None = None
 
@@ -159,6 +164,8 @@ class Faults:
                 self._settings[key] = value
         elif key == "slow_factor":
             self.slow_factor = 1.0 if value is None else value
+        elif key == "poison":
+            self._poison = value
         elif key == "refuse":
             self._refuse = value
         else:
@@ -168,6 +175,7 @@ class Faults:
         self._armed.clear()
         self._settings.clear()
         self.slow_factor = 1.0
+        self._poison = None
         self._refuse = None
         self._refuse_until = None
 
@@ -186,6 +194,10 @@ class Faults:
         values = {key: self._take(key) for key in ONE_SHOT if key != "fail_validation"}
         armed = {k: v for k, v in values.items() if v is not None}
         return PromptFaults(**armed, **self._settings)
+
+    def poisons(self, prompt: Any) -> bool:
+        """Whether this prompt is poison here (its JSON contains the `poison` text)."""
+        return self._poison is not None and self._poison in json.dumps(prompt)
 
     def take_validation_failure(self) -> bool:
         return bool(self._take("fail_validation"))
@@ -207,6 +219,7 @@ class Faults:
             "armed": {k: {"value": v, "times": n} for k, (v, n) in self._armed.items()},
             "settings": dict(self._settings),
             "slow_factor": self.slow_factor,
+            "poison": self._poison,
             "refuse": refuse,
             "refuse_remaining_s": remaining,
         }
