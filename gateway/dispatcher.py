@@ -29,10 +29,10 @@ from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
-from gateway.scheduler import cost
+from gateway.scheduler import cost, queue
 from gateway.scheduler.demand import rates_at
 from gateway.scheduler.policy import Policy, slots_per_worker
-from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
+from gateway.scheduler.snapshot import Assignment, WorkerView
 from workers.client import WorkerNoAnswer, WorkerRejected, WorkerUnreachable
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ class Dispatcher:
         hub: Hub,
         *,
         capacity: int = 2,
-        window: int = 64,
         poll_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -70,7 +69,6 @@ class Dispatcher:
         self.hub = hub
         self.capacity = slots_per_worker(policy, capacity)
         """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
-        self.window = window
         self.poll_s = poll_s
         self.clock = clock
         self.outcomes = Outcomes(store, hub, self.wake)
@@ -132,20 +130,18 @@ class Dispatcher:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
         if not free:
             return await self._jump_the_queue()
-        jobs = await self.store.peek(self.window)
-        if not jobs:
+        groups = await self.store.queue_groups()
+        if not groups:
             return 0
-        views = tuple(j.job_view() for j in jobs)
         now_s = self.store.clock()
-        self._arrivals = learning.arrived(self._arrivals, views)
-        snapshot = Snapshot(
-            now_s=now_s,
-            jobs=views,
-            # Busy workers too (no free slots), as in the simulator: a policy may leave a job
-            # to a worker that frees soon rather than load it elsewhere.
-            workers=tuple(self._view(link) for link in self.links.accepting()),
-            demand_per_s=rates_at(self._arrivals.meter, now_s),
-        )
+        # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
+        # worker that frees soon rather than load it elsewhere.
+        workers = tuple(self._view(link) for link in self.links.accepting())
+        snapshot = queue.snapshot_of(now_s, groups, workers, {})
+        # At most half of what `arrived` remembers: a job it forgot would count again.
+        shown = snapshot.jobs[: learning.SEEN_LIMIT // 2]
+        self._arrivals = learning.arrived(self._arrivals, shown)
+        snapshot = replace(snapshot, demand_per_s=rates_at(self._arrivals.meter, now_s))
         claimed = 0
         for assignment in self.policy.assign(snapshot):
             claimed += await self._claim_and_send(assignment)

@@ -131,6 +131,8 @@ class Farm:
         return self.supervision.draining
 
     async def start(self) -> None:
+        # Before the dispatcher reads it: Redis written by an older gateway has no index.
+        await self.store.index.ensure()
         # Before the warm-ups are taken in: a probe observes into a restored estimate.
         await self.memory.restore(self.links)
         for link in self.links:

@@ -19,8 +19,11 @@ from typing import Any, TypeVar, cast
 import redis.asyncio as aioredis
 
 from gateway import scripts
+from gateway.group_index import GroupIndex, queue_fields
 from gateway.keys import Keys
 from gateway.models import JobRecord, JobState, NewJob, display_number
+from gateway.scheduler import queue
+from gateway.scheduler.snapshot import JobGroup
 
 T = TypeVar("T")
 Arg = str | int | float
@@ -83,6 +86,8 @@ class JobStore:
         self._peek = redis.register_script(scripts.PEEK)
         self._reassert = redis.register_script(scripts.REASSERT)
         self._raise_counter = redis.register_script(scripts.RAISE_COUNTER)
+        self.index = GroupIndex(redis, keys)
+        """The waiting jobs as groups, kept by the scripts above."""
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -111,9 +116,12 @@ class JobStore:
             str(job.priority),
             str(int(self.limits.idempotency_ttl_s * 1000)),
             idem_value,
-            *_job_fields(job, self.now_ms() if enqueued_at_ms is None else enqueued_at_ms),
+            *_job_fields(
+                job, self.now_ms() if enqueued_at_ms is None else enqueued_at_ms, self.keys
+            ),
         ]
         keys = [self.keys.job(job.job_id), self.keys.pending, self.keys.counter, idem_key]
+        keys += self.keys.queue_index
         reply = await shielded(self._enqueue(keys=keys, args=args))
         return _enqueued(job.job_id, reply, idempotency)
 
@@ -156,6 +164,12 @@ class JobStore:
             out.append(JobRecord.from_hash(flat[i], raw))
         return out
 
+    async def queue_groups(self, head: int = queue.HEAD_JOBS) -> tuple[JobGroup, ...]:
+        """The whole waiting queue as groups, each with its first `head` jobs: what
+        `queue.group_jobs` of every waiting job would return, in one call that reads only the
+        jobs shown."""
+        return await self.index.groups(head)
+
     def _held_keys(self, job_id: str, worker: str) -> list[str]:
         """The keys a job held by `worker` spans (CLAIM and REASSERT take them in this order)."""
         return [
@@ -168,7 +182,7 @@ class JobStore:
 
     async def claim(self, job_id: str, worker: str) -> JobRecord | None:
         """Take a waiting job for `worker`: the claimed record (its new attempt), or None."""
-        keys = self._held_keys(job_id, worker)
+        keys = [*self._held_keys(job_id, worker), *self.keys.queue_index]
         args: list[Arg] = [job_id, worker, self.now_ms(), self._deadline_ms()]
         reply = await shielded(self._claim(keys=keys, args=args))
         if not reply:
@@ -186,7 +200,7 @@ class JobStore:
         """Make Redis say that `worker` holds the job under `attempt`, with a lease (after a
         restart that lost writes); its record is recreated from `record` when missing.
         Returns 0 left alone (ended, superseded or requeued), 1 repaired, 2 already so."""
-        keys = self._held_keys(job_id, worker)
+        keys = [*self._held_keys(job_id, worker), *self.keys.queue_index]
         before, _, after = self.keys.worker_jobs("\n").partition("\n")
         claimed_at_ms = record.claimed_at_ms if record and record.claimed_at_ms else self.now_ms()
         args: list[Arg] = [
@@ -200,7 +214,7 @@ class JobStore:
             "" if started_at_ms is None else started_at_ms,
             before,
             after,
-            *(_record_fields(record) if record is not None else []),
+            *(_record_fields(record, self.keys) if record is not None else []),
         ]
         return int(await shielded(self._reassert(keys=keys, args=args)))
 
@@ -271,11 +285,11 @@ class JobStore:
             int(self.limits.job_ttl_s * 1000),
             self.keys.entry(""),
         ]
-        keys = self._fenced_keys(job_id, worker)
+        keys = [*self._fenced_keys(job_id, worker), *self.keys.queue_index]
         return int(await shielded(self._requeue(keys=keys, args=args)))
 
     async def cancel_pending(self, job_id: str) -> bool:
-        keys = [self.keys.job(job_id), self.keys.pending]
+        keys = [self.keys.job(job_id), self.keys.pending, *self.keys.queue_index]
         args: list[Arg] = [job_id, self.now_ms(), int(self.limits.job_ttl_s * 1000)]
         return bool(await shielded(self._cancel_pending(keys=keys, args=args)))
 
@@ -348,7 +362,7 @@ class JobStore:
         await self.delete_history(await self.history_ids(0, -1))
 
 
-def _job_fields(job: NewJob, now_ms: int) -> list[str]:
+def _job_fields(job: NewJob, now_ms: int, keys: Keys) -> list[str]:
     fields = {
         "id": job.job_id,
         "priority": str(job.priority),
@@ -360,13 +374,14 @@ def _job_fields(job: NewJob, now_ms: int) -> list[str]:
         "enqueued_at_ms": str(now_ms),
         "attempt": "0",
         "failures": "0",
+        **queue_fields(keys, job.placement),
     }
     if job.targets is not None:
         fields["targets"] = json.dumps(list(job.targets))
     return [part for pair in fields.items() for part in pair]
 
 
-def _record_fields(record: JobRecord) -> list[str]:
+def _record_fields(record: JobRecord, keys: Keys) -> list[str]:
     """The fields of a job hash that ENQUEUE wrote, from a claimed record."""
     fields = {
         "id": record.job_id,
@@ -380,6 +395,7 @@ def _record_fields(record: JobRecord) -> list[str]:
         "placement": record.placement.to_json(),
         "enqueued_at_ms": str(record.enqueued_at_ms),
         "failures": str(record.failures),
+        **queue_fields(keys, record.placement),
     }
     if record.targets_json is not None:
         fields["targets"] = record.targets_json

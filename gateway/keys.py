@@ -5,6 +5,7 @@ All keys share a prefix (`cg` by default) so one Redis can hold several farms.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 
@@ -21,6 +22,42 @@ class Keys:
     def pending(self) -> str:
         """ZSET job id -> queue score (priority, then number): jobs waiting for a worker."""
         return f"{self.prefix}:pending"
+
+    @property
+    def queue_classes(self) -> str:
+        """HASH group key (`queue_group`) -> class key (`queue.class_key`): one field per group
+        that has waiting jobs, none for an empty one. With `queue_work`, `queue_arrivals` and
+        `queue_jobs`, the group index, kept in step with `pending` by every script that
+        changes it."""
+        return f"{self.prefix}:queue:classes"
+
+    @property
+    def queue_work(self) -> str:
+        """HASH group key -> summed work units of its waiting jobs, in millionths (an integer,
+        so adding and removing jobs never drifts)."""
+        return f"{self.prefix}:queue:work"
+
+    @property
+    def queue_arrivals(self) -> str:
+        """HASH group key -> summed `enqueued_at_ms` of its waiting jobs (an integer)."""
+        return f"{self.prefix}:queue:arrivals"
+
+    @property
+    def queue_jobs(self) -> str:
+        """HASH job id -> "priority enqueued_at_ms number work_units" of each waiting job:
+        what a group shows of its first jobs, read in one call per group."""
+        return f"{self.prefix}:queue:jobs"
+
+    @property
+    def queue_index(self) -> list[str]:
+        """The group index's hashes, in the order every script takes them (last in KEYS)."""
+        return [self.queue_classes, self.queue_work, self.queue_arrivals, self.queue_jobs]
+
+    def queue_group(self, class_key: str) -> str:
+        """ZSET job id -> queue score (as in `pending`): the waiting jobs of one class, named
+        by a digest of its class key (which may be long). Each job hash names its group."""
+        digest = hashlib.sha256(class_key.encode()).hexdigest()[:32]
+        return f"{self.prefix}:queue:group:{digest}"
 
     @property
     def leases(self) -> str:

@@ -66,6 +66,23 @@ class Placement:
             }
         )
 
+    def job_view(
+        self, job_id: str, *, enqueued_at_ms: int, priority: int = 0, number: float = 0.0
+    ) -> JobView:
+        """A waiting job with this placement, as the policy sees it."""
+        return JobView(
+            job_id=job_id,
+            enqueued_at_s=enqueued_at_ms / 1000.0,
+            priority=priority,
+            model_keys=frozenset(self.model_keys),
+            checkpoint=self.checkpoint,
+            family=family_of(self.checkpoint),
+            work_units=self.work_units,
+            group=self.group,
+            eligible=None if self.eligible is None else frozenset(self.eligible),
+            score=number,
+        )
+
     @classmethod
     def from_json(cls, text: str | None) -> Placement:
         if not text:
@@ -163,18 +180,11 @@ class JobRecord:
         return f"[{number}, {job_id}, {self.prompt_json}, {self.extra_json}, {self.outputs_json}]"
 
     def job_view(self) -> JobView:
-        p = self.placement
-        return JobView(
-            job_id=self.job_id,
-            enqueued_at_s=self.enqueued_at_ms / 1000.0,
+        return self.placement.job_view(
+            self.job_id,
+            enqueued_at_ms=self.enqueued_at_ms,
             priority=self.priority,
-            model_keys=frozenset(p.model_keys),
-            checkpoint=p.checkpoint,
-            family=family_of(p.checkpoint),
-            work_units=p.work_units,
-            group=p.group,
-            eligible=None if p.eligible is None else frozenset(p.eligible),
-            score=self.number,
+            number=self.number,
         )
 
 

@@ -112,6 +112,8 @@ class RedisRestarts:
         async with self.pause():
             reasserted = await self._reassert_held()
             restored = await self._restore_accepted()
+            # The scripts keep it in step, so only a copy from an older gateway lacks it.
+            await self.store.index.ensure()
         log.warning(
             "redis restarted (run_id %s, was %s): %d held jobs reasserted, "
             "%d accepted jobs restored",
