@@ -7,7 +7,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,7 @@ from gateway.keys import Keys
 from gateway.links import Links, WorkerLink
 from gateway.models import NewJob
 from gateway.origin import OriginGuard
+from gateway.redis_keeper import RedisHealth
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.settings import Settings
@@ -55,6 +56,7 @@ def create_app(
     node: str | None = None,
     supervisor: Supervisor | None = None,
     telemetry: Telemetry | None = None,
+    redis_health: Callable[[], RedisHealth] | None = None,
 ) -> FastAPI:
     """A gateway over these workers; nothing is connected until the lifespan starts.
 
@@ -71,6 +73,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         workers = _Workers(handles, restart, supervisor, telemetry)
         async with _resources(settings, workers, policy, input_dir, node_name) as context:
+            context.redis_health = redis_health
             app.state.context = context
             yield
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -14,6 +15,7 @@ from gateway.errors import Forbidden, PayloadTooLarge, Unauthorized
 from gateway.farm import Farm
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.redis_keeper import RedisHealth
 from gateway.settings import Settings
 from gateway.validation import FarmCatalog
 
@@ -26,6 +28,8 @@ class Context:
     farm: Farm
     catalog: FarmCatalog
     acceptor: Acceptor
+    redis_health: Callable[[], RedisHealth] | None = None
+    """The embedded Redis' supervision (None: Redis is given by URL, not ours to restart)."""
 
 
 def get_context(connection: HTTPConnection) -> Context:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import subprocess
@@ -58,6 +59,31 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> None:
+        """Spawn the server and wait (blocking) until it answers PING."""
+        self.spawn()
+        self._wait_ready(timeout_s)
+        assert self._proc is not None
+        log.info("redis started pid=%s url=%s dir=%s", self._proc.pid, self.url, self.data_dir)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.poll()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.running and self._proc is not None else None
+
+    async def wait_ready_async(self, timeout_s: float = 10.0) -> None:
+        """Wait without blocking the loop until it answers PING; RedisServerError if not."""
+        await asyncio.to_thread(self._wait_ready, timeout_s)
+
+    def spawn(self) -> None:
+        """Start the server process (same port, same AOF) without waiting for it. Call it in
+        the thread that outlives it: the server dies with the thread that spawned it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             str(find_redis_server()),
@@ -80,8 +106,6 @@ class EmbeddedRedis:
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,  # noqa: PLW1509
         )
-        self._wait_ready(timeout_s)
-        log.info("redis started pid=%s url=%s dir=%s", self._proc.pid, self.url, self.data_dir)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -15,7 +15,9 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
+from gateway import tasks
 from gateway.app import create_app
+from gateway.redis_keeper import RedisHealth, RedisKeeper
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from gateway.shutdown import GatewayServer
@@ -122,6 +124,7 @@ def make_supervisor(
 async def run(settings: Settings) -> int:
     # Absolute: redis-server and the workers resolve paths from their own working dirs.
     settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
+    redis_health: Callable[[], RedisHealth] | None = None
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
             redis = EmbeddedRedis(
@@ -131,6 +134,12 @@ async def run(settings: Settings) -> int:
             )
             redis.start()  # in this thread: the server dies with the thread that started it
             stack.callback(redis.stop)
+            keeper = RedisKeeper(
+                redis, settings.restart.policy(), interval_s=settings.supervise_interval_s
+            )
+            kept = asyncio.create_task(keeper.run(), name="redis-keeper")
+            stack.push_async_callback(tasks.stop, [kept])
+            redis_health = keeper.health
             settings = settings.model_copy(update={"redis_url": redis.url})
         workers = resolve_workers(settings, visible_gpus(os.environ))
         if not workers:
@@ -156,6 +165,7 @@ async def run(settings: Settings) -> int:
             input_dir=layout.input_dir,
             supervisor=supervisor,
             telemetry=telemetry,
+            redis_health=redis_health,
         )
         config = uvicorn.Config(
             app,

@@ -117,13 +117,25 @@ async def job(job_id: str, ctx: Ctx) -> Response:
 
 
 @router.get("/healthz")
-async def healthz() -> Response:
-    return JSONResponse({"status": "ok"})
+async def healthz(ctx: Ctx) -> Response:
+    """Alive: 503 only when the embedded Redis was given up on (restarting the gateway is the
+    remedy); a Redis being restarted is still alive (`/readyz` says it is not ready)."""
+    if ctx.redis_health is None:
+        return JSONResponse({"status": "ok"})
+    health = ctx.redis_health()
+    redis = {"state": health.state, "restarts": health.restarts, "reason": health.reason}
+    status = "failed: embedded redis given up" if health.failed else "ok"
+    return JSONResponse(
+        {"status": status, "redis": redis}, status_code=503 if health.failed else 200
+    )
 
 
 @router.get("/readyz")
 async def readyz(ctx: Ctx) -> Response:
     problems = []
+    health = ctx.redis_health() if ctx.redis_health is not None else None
+    if health is not None and health.state != "ready":
+        problems.append(f"embedded redis {health.state}: {health.reason}")
     try:
         await ctx.store.redis.ping()
     except Exception as exc:
