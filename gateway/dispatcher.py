@@ -159,7 +159,7 @@ class Dispatcher:
             outstanding=len(link.held),
             resident=link.resident,
             last_checkpoint=link.last_checkpoint,
-            idle_since_s=link.idle_since_s,
+            idle_since_s=self._on_store_clock(link.idle_since_s),
             cache_slots=link.cache_slots,
             queued=tuple(cost.models_of(job) for job, elapsed in held if elapsed is None),
             vram_free_mib=link.vram[0] if link.vram else None,
@@ -174,6 +174,13 @@ class Dispatcher:
             if elapsed is not None:
                 resident = cost.touch(resident, cost.models_of(job), link.cache_slots)
         return replace(view, outstanding_s=learning.outstanding_s(view, spent), resident=resident)
+
+    def _on_store_clock(self, at_s: float | None) -> float | None:
+        """An instant of this node's clock (`clock`) on the store's clock, which snapshots use;
+        None (never used) stays None."""
+        if at_s is None:
+            return None
+        return self.store.clock() - max(self.clock() - at_s, 0.0)
 
     def _elapsed_s(self, held: Held) -> float | None:
         """Seconds it has run (None: not started)."""
