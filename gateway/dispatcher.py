@@ -213,9 +213,12 @@ class Dispatcher:
             return 0
         if self.guard is not None and self.guard.suspected:
             return 0  # Redis may have restarted and lost claims: repair it first
-        job = await self.store.claim(assignment.job_id, link.name)
+        why = assignment.why.as_dict() if assignment.why else None
+        job = await self.store.claim(assignment.job_id, link.name, why)
         if job is None:
             return 0
+        if why is not None:
+            link.last_placement = {"job_id": job.job_id, **why}
         held = Held(
             job.attempt,
             job.client_id,

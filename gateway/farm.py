@@ -269,6 +269,7 @@ class Farm:
             **supervision_fields(status),
             "telemetry": telemetry_fields(snapshot, handle.spec.gpu_indices),
             "learned": learned_fields(link, self.dispatcher.estimates.of(link)),
+            "last_placement": link.last_placement,
         }
 
     async def registry(self) -> list[dict[str, Any]]:

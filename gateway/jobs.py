@@ -180,10 +180,14 @@ class JobStore:
             self.keys.attempts(job_id),
         ]
 
-    async def claim(self, job_id: str, worker: str) -> JobRecord | None:
-        """Take a waiting job for `worker`: the claimed record (its new attempt), or None."""
+    async def claim(
+        self, job_id: str, worker: str, placement: Mapping[str, object] | None = None
+    ) -> JobRecord | None:
+        """Take a waiting job for `worker`: the claimed record (its new attempt), or None.
+        `placement` (why the policy chose this worker) is kept in the attempt record."""
         keys = [*self._held_keys(job_id, worker), *self.keys.queue_index]
-        args: list[Arg] = [job_id, worker, self.now_ms(), self._deadline_ms()]
+        why = json.dumps(placement) if placement else ""
+        args: list[Arg] = [job_id, worker, self.now_ms(), self._deadline_ms(), why]
         reply = await shielded(self._claim(keys=keys, args=args))
         if not reply:
             return None

@@ -92,6 +92,8 @@ class WorkerLink:
     restored: Restored | None = None
     listening: bool = False
     """Its relay's event socket is open: frames of its jobs may still be on their way."""
+    last_placement: dict[str, object] | None = None
+    """Why the policy sent it its latest job (`scheduler.snapshot.Why`), with the job's id."""
 
     @property
     def cache_slots(self) -> int:

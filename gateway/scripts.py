@@ -72,7 +72,8 @@ return {'ok', number}
 )
 
 # KEYS: job, pending, leases, worker-jobs, attempts, then the index (6-9) ; ARGV: id, worker,
-# now ms, lease deadline ms
+# now ms, lease deadline ms, and optionally why the policy placed it there (JSON, kept in the
+# attempt record)
 CLAIM = (
     _INDEX
     + """
@@ -84,8 +85,9 @@ redis.call('HSET', KEYS[1], 'state', 'assigned', 'worker', ARGV[2], 'claimed_at_
 redis.call('HDEL', KEYS[1], 'started_at_ms')
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[1])
-redis.call('RPUSH', KEYS[5], cjson.encode({attempt = attempt, worker = ARGV[2],
-  claimed_at_ms = tonumber(ARGV[3])}))
+local record = {attempt = attempt, worker = ARGV[2], claimed_at_ms = tonumber(ARGV[3])}
+if ARGV[5] and ARGV[5] ~= '' then record.placement = cjson.decode(ARGV[5]) end
+redis.call('RPUSH', KEYS[5], cjson.encode(record))
 return redis.call('HGETALL', KEYS[1])
 """
 )

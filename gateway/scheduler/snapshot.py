@@ -106,6 +106,30 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class Why:
+    """Why a policy sent a job where it did, for an operator to check: the expected seconds
+    until it would finish there and on the best other worker that may run it."""
+
+    reason: str
+    """`warm` (its models are resident there), `load`, or `idle` (the ski-rental wait ran out)."""
+    done_s: float
+    runner_up: str | None = None
+    runner_up_done_s: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "reason": self.reason,
+            "expected_done_s": round(self.done_s, 3),
+            "runner_up": self.runner_up,
+            "runner_up_done_s": None
+            if self.runner_up_done_s is None
+            else round(self.runner_up_done_s, 3),
+        }
+
+
+@dataclass(frozen=True)
 class Assignment:
     job_id: str
     worker: str
+    why: Why | None = None
+    """Set by policies that reason in seconds (`affinity`)."""

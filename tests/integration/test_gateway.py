@@ -419,3 +419,27 @@ async def _wait_for_end(client: ComfyStyleClient, job_id: str) -> None:
             return
         await asyncio.sleep(0.05)
     pytest.fail(f"job {job_id} did not end after an interrupt")
+
+
+async def test_a_job_says_why_it_went_where_it_went(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path, policy="affinity")
+    async with running_gateway(settings, as_external(emulators[:2]), farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url)
+        await client.open()
+        try:
+            job_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "why", seed=1))
+            await _wait_for_end(client, job_id)
+            job = await client.job(job_id)
+            placement = job["attempts"][0]["placement"]
+            assert placement["reason"] in ("warm", "load")
+            assert placement["expected_done_s"] > 0
+            others = {w.spec.name for w in emulators[:2]} - {job["worker"]}
+            assert placement["runner_up"] in others
+            assert placement["runner_up_done_s"] > 0
+            workers = (await client.http.get("/gateway/workers")).json()
+            last = {w["name"]: w["last_placement"] for w in workers["workers"]}
+            assert last[job["worker"]]["job_id"] == job_id
+        finally:
+            await client.close()

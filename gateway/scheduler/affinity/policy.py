@@ -27,10 +27,10 @@ from gateway.scheduler.affinity.choice import Need, Option, best_option, reload_
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, evicted, is_warm, load_s, run_s
-from gateway.scheduler.lanes import Lane, advance, lanes_of, mean_speed
+from gateway.scheduler.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.queue import groups_of
-from gateway.scheduler.snapshot import Assignment, JobView, Snapshot
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, Why
 
 
 def next_lane(farm: Farm, done: set[str]) -> Lane | None:
@@ -80,6 +80,26 @@ def _load_order(lane: Lane, job: JobView, farm: Farm, need: Need) -> tuple[float
     return (round(done_s, 6), reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 
 
+def explain(job: JobView, target: Lane, farm: Farm) -> Why:
+    """The expected seconds until `job` finishes on `target` and on the best other lane."""
+
+    def done_s(lane: Lane) -> float:
+        return max(lane.ready_s - farm.now_s, 0.0) + cost_on(lane, job)
+
+    others = [
+        (done_s(lane), lane.name)
+        for lane in farm.lanes.values()
+        if lane.name != target.name and can_run(job, lane.worker)
+    ]
+    best = min(others, default=None)
+    return Why(
+        reason="warm" if is_warm(job, target.resident) else "load",
+        done_s=done_s(target),
+        runner_up=best[1] if best else None,
+        runner_up_done_s=best[0] if best else None,
+    )
+
+
 def place(snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning) -> list[Assignment]:
     farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
     need = Need(
@@ -95,8 +115,9 @@ def place(snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning) -> list[A
             continue
         target = loader(option, lane, farm, need, done)
         job = option.queue.take()
+        why = explain(job, target, farm)
         farm.replace(advance(target, job))
-        out.append(Assignment(job.job_id, target.name))
+        out.append(Assignment(job.job_id, target.name, why))
         # An idle worker that left its queues to busier holders looks again: they are busier.
         done -= {name for name in done if is_idle(farm.lanes[name])}
     return out

@@ -180,3 +180,14 @@ def test_a_decision_sees_groups_not_jobs() -> None:
     few = group_jobs(many[:4], head=4)
     snapshot = Snapshot(1.0, heads_in_order(few), tuple(workers), groups=few)
     assert "other" not in {a.worker for a in placed(snapshot)}
+
+
+def test_each_placement_says_why_with_the_runner_up() -> None:
+    # m1 is warm on "warm" (1 s); "cold" would load it first (4 s + 1 s).
+    out = placed(snap(0.0, [job("a", "m1")], [worker("warm", ("m1",)), worker("cold", ())]))
+    (only,) = out
+    assert only.worker == "warm"
+    assert only.why is not None
+    assert (only.why.reason, only.why.runner_up) == ("warm", "cold")
+    assert only.why.done_s == pytest.approx(1.0)
+    assert only.why.runner_up_done_s == pytest.approx(5.0)
