@@ -29,11 +29,17 @@ from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
-from gateway.scheduler import cost, queue
+from gateway.scheduler import cost, queue, takeback
 from gateway.scheduler.demand import rates_at
-from gateway.scheduler.policy import Policy, slots_per_worker
+from gateway.scheduler.policy import Policy, binds_early, slots_per_worker
 from gateway.scheduler.snapshot import Assignment, WorkerView
-from workers.client import WorkerNoAnswer, WorkerRejected, WorkerUnreachable
+from workers.client import (
+    ComfyClient,
+    WorkerError,
+    WorkerNoAnswer,
+    WorkerRejected,
+    WorkerUnreachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +82,9 @@ class Dispatcher:
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()
         self._arrivals = learning.Arrivals()
+        self._kept: set[tuple[str, int]] = set()
+        """(job, attempt) a holder did not give back when asked (it had started it): not
+        asked again."""
         self.estimates = FarmEstimates(links)
         """What is believed of each worker's speeds and loads, estimates included."""
         self.guard: Guard | None = None
@@ -130,6 +139,13 @@ class Dispatcher:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
         if not free:
             return await self._jump_the_queue()
+        claimed = await self._place_waiting()
+        if binds_early(self.policy):
+            return claimed  # a proxy in front of ComfyUI queues moves nothing once sent
+        return claimed + await self._take_back_for_idle()
+
+    async def _place_waiting(self) -> int:
+        """The policy's choice among the waiting jobs, claimed and sent; how many."""
         groups = await self.store.queue_groups()
         if not groups:
             return 0
@@ -281,6 +297,69 @@ class Dispatcher:
         message = f"the gateway could not send this prompt to a worker: {exc!r}"
         await self.outcomes.fail(link, job, held, message, exception_type="GatewaySendError")
 
+    async def _take_back_for_idle(self) -> int:
+        """A worker is idle while another holds a job prefetched behind a long one: move the
+        job where `takeback` says it finishes sooner, if its holder gives it back; how many."""
+        queued = self._prefetched()
+        if not queued or not any(not link.held and link.accepting for link in self.links):
+            return 0
+        views = [self._view(link) for link in self.links.ready()]
+        jobs = {name: [record.job_view() for record in records] for name, records in queued.items()}
+        moved = 0
+        for move in takeback.take_backs(views, jobs):
+            moved += await self._take_back(move)
+        return moved
+
+    def _prefetched(self) -> dict[str, list[JobRecord]]:
+        """By worker, the jobs it has received and not started, in the order it runs them
+        (by the `number` they were sent with)."""
+        out: dict[str, list[JobRecord]] = {}
+        every: set[tuple[str, int]] = set()
+        for link in self.links.ready():
+            for job_id, held in link.held.items():
+                every.add((job_id, held.attempt))
+                if held.record is not None and self._movable(link, job_id, held):
+                    out.setdefault(link.name, []).append(held.record)
+        self._kept &= every
+        return {name: sorted(records, key=lambda r: r.score) for name, records in out.items()}
+
+    def _movable(self, link: WorkerLink, job_id: str, held: Held) -> bool:
+        """Not started, not ended, not given up on, and its send answered (a prompt still on
+        its way could arrive after the worker said it has none)."""
+        started = job_id == link.running or held.started_at_ms is not None
+        started = started or held.clock is not None
+        sending = any(task.get_name() == f"send-{job_id}" for task in self._sends)
+        kept = (job_id, held.attempt) in self._kept
+        return not (started or sending or kept or held.ended or held.abandoned)
+
+    async def _take_back(self, move: takeback.TakeBack) -> int:
+        """Withdraw the job from its holder and send it to the idle worker, requeued in
+        between (fenced by its attempt, no failure counted); 0 when the holder kept it."""
+        holder = self.links.get(move.holder)
+        held = holder.held.get(move.job_id) if holder else None
+        if holder is None or held is None or held.record is None:
+            return 0
+        if not await withdrawn(holder.client, move.job_id):
+            self._kept.add((move.job_id, held.attempt))
+            return 0
+        if holder.held.get(move.job_id) is not held:
+            return 0  # it ended meanwhile
+        fenced = held.record.with_attempt(held.attempt)
+        outcome = f"taken back for {move.worker}"
+        requeued = await self.outcomes.requeue(
+            holder.name, fenced, failed=False, outcome=outcome, link=holder
+        )
+        if requeued != 1:
+            return 0
+        log.info(
+            "job %s taken back from %s for idle %s (expected %.1f s sooner)",
+            move.job_id,
+            holder.name,
+            move.worker,
+            move.gain_s,
+        )
+        return await self._claim_and_send(Assignment(move.job_id, move.worker))
+
     async def stop(self) -> None:
         await tasks.stop(self._sends)
 
@@ -290,6 +369,20 @@ def overtakes(waiting: JobRecord, prefetched: JobRecord) -> bool:
     millisecond counts: the policy, which walks the queue in order, would have taken it)."""
     chosen_at_ms = prefetched.claimed_at_ms or 0
     return waiting.score < prefetched.score and waiting.enqueued_at_ms >= chosen_at_ms
+
+
+async def withdrawn(client: ComfyClient, job_id: str) -> bool:
+    """Ask a worker to drop a prompt it has not started: True only when it confirms that it no
+    longer has it (neither queued nor running) and never ran it (no history entry). Any error,
+    an unreachable worker included, is no confirmation."""
+    try:
+        await client.delete([job_id])
+        if (await client.queue()).holds(job_id):
+            return False
+        # Asked after the queue: a prompt that started and ended in between is found here.
+        return await client.history(job_id) is None
+    except WorkerError:
+        return False
 
 
 def _may_run(job: JobRecord, link: WorkerLink) -> bool:
