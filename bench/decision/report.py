@@ -19,10 +19,10 @@ from gateway.scheduler import queue
 
 
 def fmt_ms(row: Row, q: float) -> str:
-    """The q-th percentile (100: the max) in ms; `>` where it is a call cut at the cap."""
+    """The q-th percentile (100: the max) in ms; `>` where the one call was cut at the cap."""
     value = row.pct_ms(q) if q < 100 else max(row.samples_ms)
     text = f"{value:.3f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
-    return ">" + text if row.cut and value >= row.samples_ms[-1] else text
+    return ">" + text if row.cut else text
 
 
 def cell(row: Row) -> str:
@@ -90,8 +90,10 @@ def plot(rows: Sequence[Row], path: Path, command: str) -> None:
 
 NOTES = (
     "Each cell: p50 / p99 / max milliseconds of one `policy.assign(snapshot)` call, and how many "
-    "calls were timed (after one untimed warm-up call; at least {min_reps} calls or {budget_s:g} "
-    "s of calls, at most {max_reps}; `>`: a call cut at {cap_s:g} s, a lower bound). Groups: "
+    "calls were timed (after one untimed warm-up call unless it took {budget_s:g} s or more; at "
+    "least {min_reps} calls or {budget_s:g} s of calls, at most {max_reps}, and none started that "
+    "would end past {cap_s:g} s; with fewer than 100 calls the p99 is the max; `>`: one call cut "
+    "at {cap_s:g} s, a lower bound). Groups: "
     "`queue.group_jobs` of the waiting jobs; shown jobs: their heads (`queue.heads_in_order`, "
     "at most {head} per group), the snapshot's `jobs`.",
     "Workers: h200, rtx4070ti, h200 with `--cache-lru 8`, rtx4070ti, in turn; speeds fitted to "

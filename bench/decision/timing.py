@@ -45,7 +45,7 @@ class Row:
     """Assignments of one call."""
     samples_ms: tuple[float, ...]
     cut: bool
-    """A call was still running at the cap: the last sample is a lower bound."""
+    """The first call was still running at the cap: its one sample is a lower bound."""
 
     def pct_ms(self, q: float) -> float:
         return float(np.percentile(self.samples_ms, q, method="higher"))
@@ -58,22 +58,33 @@ def _timed_ms(policy: Policy, snapshot: Snapshot) -> tuple[float, int]:
 
 
 def measure(policy: Policy, snapshot: Snapshot, budget: Budget) -> tuple[list[float], int, bool]:
-    """Milliseconds of each call after one warm-up call, the assignments of one call, and
-    whether a call was cut at the cap (its milliseconds so far then close the samples)."""
+    """Milliseconds of each call, the assignments of one call, and whether the only call was
+    cut at the cap (its milliseconds so far are then the one sample, a lower bound).
+
+    The first call warms up and is not counted unless it took `budget_s` or more (then every
+    call counts); no call starts that would, at the last call's pace, end past the cap."""
     samples: list[float] = []
-    placed = 0
-    began_s = call_s = time.perf_counter()
+    began_s = time.perf_counter()
     try:
         with deadline(budget.cap_s):
-            _, placed = _timed_ms(policy, snapshot)
-            while len(samples) < budget.max_reps:
-                call_s = time.perf_counter()
-                if len(samples) >= budget.min_reps and call_s - began_s >= budget.budget_s:
-                    break
+            first_ms, placed = _timed_ms(policy, snapshot)
+            if first_ms >= 1000.0 * budget.budget_s:
+                samples.append(first_ms)
+            while len(samples) < budget.max_reps and _more(samples, began_s, first_ms, budget):
                 samples.append(_timed_ms(policy, snapshot)[0])
     except Overrun:
-        return [*samples, 1000.0 * (time.perf_counter() - call_s)], placed, True
+        if samples:  # the cap passed during a call: that call is left out
+            return samples, placed, False
+        return [1000.0 * (time.perf_counter() - began_s)], 0, True
     return samples, placed, False
+
+
+def _more(samples: Sequence[float], began_s: float, first_ms: float, budget: Budget) -> bool:
+    elapsed_s = time.perf_counter() - began_s
+    if len(samples) >= budget.min_reps and elapsed_s >= budget.budget_s:
+        return False
+    last_s = (samples[-1] if samples else first_ms) / 1000.0
+    return elapsed_s + last_s <= budget.cap_s
 
 
 def time_row(case: str, size: Size, name: str, snapshot: Snapshot, budget: Budget) -> Row:

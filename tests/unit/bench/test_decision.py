@@ -45,18 +45,36 @@ def test_the_harness_gives_a_row_per_case_size_and_policy() -> None:
 
 @dataclass(frozen=True)
 class Sleepy:
+    sleep_s: float
     name: str = "sleepy"
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]:
-        time.sleep(0.5)
+        time.sleep(self.sleep_s)
         return []
 
 
-def test_a_call_past_the_cap_is_cut_and_flagged() -> None:
+@pytest.mark.parametrize(
+    ("sleep_s", "budget", "calls", "cut"),
+    [
+        (0.5, Budget(cap_s=0.05), 1, True),  # the one call is cut: a lower bound
+        (0.0, Budget(min_reps=5, max_reps=7, budget_s=0.0), 5, False),
+        (0.0, Budget(min_reps=5, max_reps=7, budget_s=10.0), 7, False),
+    ],
+)
+def test_calls_are_counted_within_the_budget_and_the_cap(
+    sleep_s: float, budget: Budget, calls: int, cut: bool
+) -> None:
     snapshot = build_snapshot("burst", Size(10, 2, 1))
-    samples, _, cut = measure(Sleepy(), snapshot, Budget(cap_s=0.05))
-    assert cut
-    assert len(samples) == 1
+    samples, _, was_cut = measure(Sleepy(sleep_s), snapshot, budget)
+    assert (len(samples), was_cut) == (calls, cut)
+
+
+def test_slow_calls_all_count_and_none_starts_that_would_end_past_the_cap() -> None:
+    snapshot = build_snapshot("burst", Size(10, 2, 1))
+    samples, _, cut = measure(Sleepy(0.04), snapshot, Budget(budget_s=0.01, cap_s=0.3))
+    assert not cut
+    assert len(samples) >= 2
+    assert sum(samples) <= 300.0
 
 
 def test_quick_mode_writes_the_table_and_the_plot(tmp_path: Path) -> None:
