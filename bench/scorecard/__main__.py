@@ -39,8 +39,12 @@ def judge_all(rows: Sequence[Row], cells: Sequence[Cell], grid_name: str) -> lis
     return [goals.judge(c, goals.mean_over_seeds(by_cell[c], KEYS)) for c in cells]
 
 
+def command_of(args: argparse.Namespace) -> str:
+    return ("python -m bench.scorecard " + " ".join(args.argv)).strip()
+
+
 def header(args: argparse.Namespace, rows: Sequence[Row], wall_s: float, machine: str) -> list[str]:
-    command = "python -m bench.scorecard " + " ".join(args.argv)
+    command = command_of(args)
     seconds: dict[str, float] = {}
     for row in rows:
         seconds[str(row["policy"])] = seconds.get(str(row["policy"]), 0.0) + float(
@@ -49,7 +53,7 @@ def header(args: argparse.Namespace, rows: Sequence[Row], wall_s: float, machine
     spent = ", ".join(f"{p} {seconds.get(p, 0.0):.0f} s" for p in POLICIES)
     errors = sorted({f"{r['policy']}: {r['error']}" for r in rows if r.get("error")})
     lines = [
-        f"Made by `{command.strip()}` on {machine}.",
+        f"Made by `{command}` on {machine}.",
         f"{len(rows)} runs ({args.seeds} seeds) in {wall_s:.0f} s wall with {args.processes} "
         f"processes; simulation seconds by policy: {spent}.",
     ]
@@ -79,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         lines = header(args, rows, wall_s, machine)
         (out / "scorecard.md").write_text(markdown(judged, lines))
-        plot(judged, out / "scorecard.png", lines[0])
+        plot(judged, out / "scorecard.png", command_of(args))
         print(f"wrote {out / 'scorecard.md'}", file=sys.stderr)
     return 0
 

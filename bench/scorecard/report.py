@@ -116,13 +116,16 @@ def markdown(judged: Sequence[Judged], header_lines: Sequence[str]) -> str:
     return "\n\n".join(sections) + "\n"
 
 
+LOW, HIGH = 0.5, 2.0
+"""The plot's range of ratios; values outside are drawn at its edges."""
+
+
 def plot(judged: Sequence[Judged], path: Path, command: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [j.cell.label for j in judged]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.22 * len(judged)))
     for offset, metric in zip((-0.24, -0.08, 0.08, 0.24), METRICS, strict=True):
         points = [
@@ -136,12 +139,21 @@ def plot(judged: Sequence[Judged], path: Path, command: str) -> None:
     ax.axvline(FLOOR, color="red", linewidth=1, label=f"goal {FLOOR}")
     ax.axvline(1.0, color="gray", linewidth=0.8)
     ax.set_xscale("log")
-    ax.set_xlim(0.2, 5.0)
-    ax.set_yticks(range(len(labels)), labels, fontsize=6)
+    ax.set_xlim(LOW * 0.97, HIGH * 1.03)
+    ticks = (0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0)
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_yticks(range(len(judged)), [j.cell.label for j in judged], fontsize=6)
+    for label, j in zip(ax.get_yticklabels(), judged, strict=True):
+        label.set_color("black" if j.ok else "firebrick")
     ax.invert_yaxis()
-    ax.set_xlabel("ours / best baseline (>= 1: ours at least as good; clipped to 0.2-5)")
+    ax.set_xlabel(
+        f"ours / best baseline (>= 1: ours at least as good; clipped to {LOW}-{HIGH}); "
+        "a cell in red misses a goal",
+        fontsize=8,
+    )
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, frameon=False)
     fig.text(0.01, 0.002, command, fontsize=6, color="gray")
     fig.tight_layout(rect=(0, 0.01, 1, 1))
     fig.savefig(path, dpi=110)
@@ -150,5 +162,5 @@ def plot(judged: Sequence[Judged], path: Path, command: str) -> None:
 
 def _clip(value: float) -> float:
     if math.isnan(value):
-        return 0.2
-    return min(max(value, 0.2), 5.0)
+        return LOW
+    return min(max(value, LOW), HIGH)
