@@ -34,6 +34,7 @@ pytestmark = pytest.mark.timeout(60)
 
 LONG = {"steps": 2000, "size": 512}
 """About a second of sampling at time scale 0.01 (sd15 on the rtx4070ti profile)."""
+LONGER = {"steps": 8000, "size": 512}
 
 
 @asynccontextmanager
