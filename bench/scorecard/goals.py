@@ -130,6 +130,8 @@ class Judged:
     fastest: tuple[str, float] = ("-", float("nan"))
     """The baseline best on mean latency and its loads per 100 jobs (for reading the loads
     goal: the baseline with the fewest loads may be one that never loads and queues instead)."""
+    bound_s: float = float("nan")
+    """A batch's lower bound on the makespan (`bench.sim.bounds`); nan for other shapes."""
 
     @property
     def ok(self) -> bool:
@@ -169,19 +171,33 @@ def judge(cell: Cell, means: Means, baselines: Sequence[str] = BASELINES) -> Jud
         missed.insert(0, "ours did not finish (run cut)")
     fastest, _ = best_baseline(means, MEAN, baselines)
     fastest_loads = means[fastest][LOADS.key] if fastest in means else float("nan")
-    return Judged(cell, scores, loads, goal, tuple(missed), (fastest, fastest_loads))
+    bound = lower_bound_s(cell, means)
+    return Judged(cell, scores, loads, goal, tuple(missed), (fastest, fastest_loads), bound)
+
+
+def lower_bound_s(cell: Cell, means: Means) -> float:
+    """The batch's lower bound on the makespan (the same for every policy), else nan."""
+    if cell.shape.kind != "batch":
+        return float("nan")
+    return next((m["lower_bound_s"] for m in means.values() if "lower_bound_s" in m), math.nan)
 
 
 Row = Mapping[str, object]
 
 
 def mean_over_seeds(rows: Iterable[Row], keys: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Policy -> key -> mean over its rows; a policy with a cut run is left out."""
+    """Policy -> key -> mean over its rows (the keys every row has); a policy with a cut run
+    is left out."""
     by_policy: dict[str, list[Row]] = {}
     for row in rows:
         by_policy.setdefault(str(row["policy"]), []).append(row)
     return {
-        policy: {key: float(np.mean([float(str(r[key])) for r in prows])) for key in keys}
+        policy: _means(prows, keys)
         for policy, prows in by_policy.items()
         if not any(r.get("cut") for r in prows)
     }
+
+
+def _means(rows: Sequence[Row], keys: Sequence[str]) -> dict[str, float]:
+    present = [key for key in keys if all(key in r for r in rows)]
+    return {key: float(np.mean([float(str(r[key])) for r in rows])) for key in present}

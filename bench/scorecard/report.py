@@ -11,6 +11,7 @@ from bench.scorecard.goals import (
     FLOOR,
     LOADS,
     LOADS_SLACK,
+    MAKESPAN,
     METRICS,
     SWARM_FACTOR,
     Judged,
@@ -65,6 +66,8 @@ def metric_section(metric: Metric, judged: Sequence[Judged]) -> str:
     header = ["cell", "ours", "best baseline", "ours / best", "swarm_like", "ours / swarm"]
     if metric == LOADS:
         header.append("baseline best on mean latency")
+    if metric == MAKESPAN:
+        header += ["batch lower bound", "swarm_like / bound"]
     body = []
     for j, s in scored:
         row = [
@@ -77,6 +80,8 @@ def metric_section(metric: Metric, judged: Sequence[Judged]) -> str:
         ]
         if metric == LOADS:
             row.append(f"{j.fastest[0]} {fmt(j.fastest[1], digits)}")
+        if metric == MAKESPAN:
+            row += [fmt(j.bound_s, digits), fmt(s.swarm / j.bound_s, 3)]
         body.append([*row, _goal(s, j)])
     direction = "lower is better" if metric.lower_better else "higher is better"
     return f"## {metric.label} ({direction})\n\n" + table([*header, "goal"], body)
@@ -91,7 +96,11 @@ NOTES = (
     "Goals: every cell >= {floor} on latency, makespan and goodput; on mixed farms (fast and "
     "slow cards, or one card with different flags) at >= 50 % load or with batches of >= 100 "
     "jobs >= {swarm}x swarm_like on the cell's headline metric (mean latency under load, "
-    "makespan for a batch); loads per 100 jobs at most the best baseline's + {slack:g}.",
+    "makespan for a batch); loads per 100 jobs at most the best baseline's + {slack:g}. Where "
+    "swarm_like / bound (makespan table) is under {swarm}, no schedule can beat swarm_like by "
+    "{swarm}x on that batch. The loads table also names the baseline best on mean latency: the "
+    "one with the fewest loads may never load and queue instead (affinity_only, or swarm_like "
+    "where every checkpoint is held somewhere).",
     "Cells: `shape farm-kind+workers cache K=`. Shapes: sequential (one client, each job a think "
     "time of 0-5 s after the previous finished), burstB (rounds of B jobs at once, each a think "
     "time after the previous round finished, so on an idle farm), batchN (N jobs at once), "

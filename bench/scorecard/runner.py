@@ -39,7 +39,8 @@ def run_one(run: Run) -> Row:
         return {**row, "cut": True, "wall_s": time.perf_counter() - began}
     except Exception as exc:  # a broken policy (ContractError, StallError) is a result
         return {**row, "cut": True, "error": repr(exc), "wall_s": time.perf_counter() - began}
-    return {**row, **asdict(outcome.summary), "wall_s": outcome.wall_s}
+    summary = asdict(outcome.summary)
+    return {**row, **summary, "lower_bound_s": outcome.lower_bound_s, "wall_s": outcome.wall_s}
 
 
 def runs_of(

@@ -134,3 +134,13 @@ def test_two_tiny_cells_run_through_the_whole_harness(tmp_path: Path) -> None:
     plot(judged, tmp_path / "scorecard.png", "a test")
     assert "## Failing cells" in (tmp_path / "scorecard.md").read_text()
     assert (tmp_path / "scorecard.png").stat().st_size > 0
+
+
+def test_a_batch_cell_carries_its_lower_bound_and_other_cells_none() -> None:
+    batch = Cell(SHAPE["batch100"], Farm("mixed", 4), "N")
+    rows = rows_for(batch, {}, SLOW_SWARM) + rows_for(LOAD_CELL, {}, SLOW_SWARM)
+    for row in rows:
+        row["lower_bound_s"] = 25.0 if row["arrival"] == "batch" else 0.0
+    judged = {j.cell: j for j in judge_all(rows, [batch, LOAD_CELL], "quick")}
+    assert judged[batch].bound_s == 25.0
+    assert math.isnan(judged[LOAD_CELL].bound_s)
