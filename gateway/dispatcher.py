@@ -32,7 +32,7 @@ from gateway.outcomes import Outcomes
 from gateway.scheduler import cost, queue, takeback
 from gateway.scheduler.demand import rates_at
 from gateway.scheduler.policy import Policy, binds_early, slots_per_worker
-from gateway.scheduler.snapshot import Assignment, WorkerView
+from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from workers.client import (
     ComfyClient,
     WorkerError,
@@ -44,6 +44,9 @@ from workers.client import (
 log = logging.getLogger(__name__)
 
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+OFF_LOOP_AT = 256
+"""Groups x workers from which a decision leaves the event loop (a few hundred microseconds
+below it: not worth a thread hop)."""
 
 
 class Guard(Protocol):
@@ -146,7 +149,7 @@ class Dispatcher:
 
     async def _place_waiting(self) -> int:
         """The policy's choice among the waiting jobs, claimed and sent; how many."""
-        groups = await self.store.queue_groups()
+        groups = await self.store.queue_groups(self._head_jobs())
         if not groups:
             return 0
         now_s = self.store.clock()
@@ -159,9 +162,23 @@ class Dispatcher:
         self._arrivals = learning.arrived(self._arrivals, shown)
         snapshot = replace(snapshot, demand_per_s=rates_at(self._arrivals.meter, now_s))
         claimed = 0
-        for assignment in self.policy.assign(snapshot):
+        for assignment in await self._decide(snapshot):
             claimed += await self._claim_and_send(assignment)
         return claimed
+
+    def _head_jobs(self) -> int:
+        """Jobs shown per group: as many as the free slots of the whole farm could take in one
+        round (at least 8, at most `queue.HEAD_JOBS`); the rest count in the aggregates."""
+        slots = sum(link.free_slots(self.capacity) for link in self.links)
+        return min(max(slots, 8), queue.HEAD_JOBS)
+
+    async def _decide(self, snapshot: Snapshot) -> list[Assignment]:
+        """The policy's assignments; a large decision is made on a thread, so the event loop
+        (every client's requests and sockets) goes on meanwhile: pure Python holds the GIL,
+        but the interpreter hands it back every `sys.getswitchinterval()` (5 ms)."""
+        if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
+            return self.policy.assign(snapshot)
+        return await asyncio.to_thread(self.policy.assign, snapshot)
 
     def _view(self, link: WorkerLink) -> WorkerView:
         """The worker as the policy sees it, as the simulator builds it: what it learned

@@ -30,9 +30,10 @@ from gateway.scheduler import speed as learned
 from gateway.scheduler.cost import load_s as expected_load_s
 from gateway.scheduler.cost import models_of, run_s, touch
 from gateway.scheduler.estimates import with_estimates
-from gateway.scheduler.policy import Policy
+from gateway.scheduler.policy import EARLY_CAPACITY, Policy
 from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
+from gateway.scheduler.takeback import take_backs
 from workers.emulator.costmodel import JobShape, LoadTier, job_phases
 from workers.emulator.residency import Residency
 from workers.warmup import PROBE_STEPS, native_size_px, probe_work_units
@@ -130,6 +131,8 @@ class Simulator:
             card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config)
             for card in cards
         }
+        self.taken_back = 0
+        """Prefetched jobs moved to a worker that went idle."""
         self.queue = QueueIndex()
         """The waiting jobs, grouped as the dispatcher's Redis index groups them."""
         self.records: dict[str, JobRecord] = {}
@@ -206,6 +209,29 @@ class Simulator:
 
     # --- the policy -----------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
+        self.place_waiting(now)
+        if self.slots < EARLY_CAPACITY:  # as the dispatcher: early binders move nothing
+            self.take_back_for_idle(now)
+
+    def take_back_for_idle(self, now: float) -> None:
+        """As the dispatcher does (`gateway.scheduler.takeback`): a worker that went idle
+        takes a job prefetched behind a long one where it finishes it sooner."""
+        if not any(w.outstanding == 0 for w in self.workers.values()):
+            return
+        queued = {w.name: [view for view, _ in w.queue] for w in self.workers.values() if w.queue}
+        if not queued:
+            return
+        views = [self.worker_view(w, now) for w in self.workers.values()]
+        for move in take_backs(views, queued):
+            holder, taker = self.workers[move.holder], self.workers[move.worker]
+            entry = next(e for e in holder.queue if e[0].job_id == move.job_id)
+            holder.queue.remove(entry)
+            taker.queue.append((entry[0], self.expected_s(taker, entry[0])))
+            self.taken_back += 1
+            if taker.running is None:
+                self.start(now + self.config.dispatch_s, taker)
+
+    def place_waiting(self, now: float) -> None:
         if not len(self.queue) or not any(self.free(w) for w in self.workers.values()):
             return
         snapshot = self.snapshot(now)

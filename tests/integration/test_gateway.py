@@ -61,7 +61,7 @@ async def test_a_comfyui_client_posts_listens_reads_history_and_views(
 async def test_bad_input_gets_comfyuis_errors_never_a_500(
     redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
 ) -> None:
-    settings = gateway_settings(redis_url, tmp_path, max_body_mib=0.05)
+    settings = gateway_settings(redis_url, tmp_path, max_body_mib=0.05, max_prompt_mib=0.05)
     async with (
         running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url,
         httpx.AsyncClient(base_url=url) as http,

@@ -10,12 +10,12 @@ For a worker (a lane) and a queue of interchangeable jobs:
   others only while the queue's oldest job has waited beside it, idle, less than the worker's
   own load of it: the ski-rental bound. So no job waits beside an idle worker for longer than
   that worker would take to load its models.
-- Among the queues it is useful to (or bound to serve), it takes the highest priority, then
-  the highest response ratio with the load in it: (waited + cost) / cost over the share of
-  the queue it would serve, cost = load + reloads it causes + run, scaled by how fast this
-  card runs the family against the fastest other card (comparative advantage). A load must be
-  earned by waiting; under heavy load every wait grows together, so each load serves more jobs
-  instead of loads multiplying.
+- Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
+  first in queue order. Loads are ranked by priority, then response ratio with the load in
+  it: (waited + cost) / cost over the share of the queue it would serve, cost = load + reloads
+  it causes + run, scaled by how fast this card runs the family against the fastest other card
+  (comparative advantage). A load must be earned by waiting; under heavy load every wait grows
+  together, so each load serves more jobs instead of loads multiplying.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from gateway.scheduler.affinity.fluid import finish_s, share
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
-from gateway.scheduler.cost import evicted, key_load_s, load_s, run_s, speed_of
+from gateway.scheduler.cost import evicted, key_load_s, load_s
 from gateway.scheduler.lanes import Lane
 from gateway.scheduler.snapshot import JobView
 
@@ -66,11 +66,10 @@ class Need:
     demand_per_s: Mapping[str, float]
 
 
-def alone_s(lane: Lane, queue: Queue) -> float:
+def alone_s(lane: Lane, queue: Queue, farm: Farm) -> float:
     """Seconds the lane would need to run the whole queue warm."""
-    family = queue.first.family
-    fixed = lane.worker.fixed_s.get(family, 0.0)
-    return queue.count * fixed + queue.work_units / speed_of(lane.worker, family)
+    speed, fixed_s = farm.rate(lane, queue.first.family)
+    return queue.count * fixed_s + queue.work_units / speed
 
 
 def reload_s(
@@ -100,24 +99,27 @@ def option_for(
     now_s = farm.now_s
     warm = farm.is_warm(lane, queue)
     load = 0.0 if warm else load_s(job, lane.worker, lane.resident)
+    waited_s = queue.waited_s(now_s)
+    slow = not warm and too_slow(lane, job.family, farm, tuning)
+    if not idle and not warm and (slow or waited_s < tuning.patience * load):
+        return None  # the cheap half of the busy worker's test below, first
     start_s = max(lane.ready_s, now_s) + load
-    others = [(max(h.ready_s, now_s), alone_s(h, queue)) for h in farm.holders(queue, lane.name)]
-    margin_s = tuning.join_margin * load if others else 0.0
-    useful = start_s + run_s(job, lane.worker) + margin_s <= finish_s(others)
+    others = [
+        (max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in farm.holders(queue, lane.name)
+    ]
+    useful = start_s + farm.run_s(lane, job) <= finish_s(others)
     gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
     evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
-    slow = not warm and too_slow(lane, job.family, farm, tuning)
     if idle:
         # Work conservation: an idle worker leaves a job only for the ski-rental wait.
         serve = (useful and not slow) or waited_beside_s(lane, job, now_s) >= load
     elif warm:
         serve = useful
     else:
-        earned = queue.waited_s(now_s) >= tuning.patience * (load + evict)
-        serve = useful and earned and not slow
+        serve = useful and waited_s >= tuning.patience * (load + evict)
     if not serve:
         return None
-    mine_s = alone_s(lane, queue)
+    mine_s = alone_s(lane, queue, farm)
     fraction = share(start_s, mine_s, others) if others else 1.0
     jobs = max(fraction * queue.count, 1.0)
     return Option(
@@ -127,7 +129,7 @@ def option_for(
         evict_s=evict,
         jobs=jobs,
         run_s=jobs * mine_s / queue.count,
-        waited_s=queue.waited_s(now_s) * jobs / queue.count,
+        waited_s=waited_s * jobs / queue.count,
         advantage=farm.advantage(lane, job.family),
         priority=job.priority,
     )
@@ -141,14 +143,15 @@ def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:
 
 
 def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:
-    return speed_of(lane.worker, family) * tuning.slow_ratio <= farm.best_speed(family)
+    return farm.speed(lane, family) * tuning.slow_ratio <= farm.best_speed(family)
 
 
 def best_option(
     lane: Lane, queues: Iterable[Queue], farm: Farm, need: Need, idle: bool, tuning: Tuning
 ) -> Option | None:
-    """The queue `lane` should serve next, or None to leave it idle: the best option, unless
-    it is a load and the best warm option of the same priority is within `switch_ratio`."""
+    """The queue `lane` should serve next, or None to leave it idle: among the queues it holds
+    the models of, the first in queue order; a load instead only for a queue of the same
+    priority whose ratio is `switch_ratio` times that warm queue's (or of a higher one)."""
     best: Option | None = None
     warm: Option | None = None
     for queue in queues:
@@ -157,13 +160,20 @@ def best_option(
         option = option_for(lane, queue, farm, need, idle, tuning)
         if option is None:
             continue
-        if option.warm and (warm is None or option.key() > warm.key()):
+        if option.warm and (warm is None or _warm_key(option) > _warm_key(warm)):
             warm = option
         if best is None or option.key() > best.key():
             best = option
+    if best is not None and best.warm:
+        best = warm
     if best is None or warm is None or best.warm or best.priority != warm.priority:
         return best
     return best if best.ratio() >= tuning.switch_ratio * warm.ratio() else warm
+
+
+def _warm_key(option: Option) -> tuple[float, float]:
+    """Warm queues in queue order: the highest priority, then the oldest first job."""
+    return (option.priority, -option.queue.first.enqueued_at_s)
 
 
 def _may_run(lane: Lane, queue: Queue) -> bool:

@@ -63,6 +63,7 @@ class Farm:
     """Model key -> names of the lanes that will hold it."""
     fastest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     """Family -> the two best speeds of any worker (work units per second) and whose."""
+    _rates: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, snapshot: Snapshot, lanes: Mapping[str, Lane], families: Iterable[str]) -> Farm:
@@ -70,9 +71,27 @@ class Farm:
         for lane in lanes.values():
             farm._hold(lane)
         for family in set(families):
-            speeds = ((speed_of(lane.worker, family), lane.name) for lane in lanes.values())
+            speeds = ((farm.speed(lane, family), lane.name) for lane in lanes.values())
             farm.fastest[family] = sorted(speeds, reverse=True)[:2]
         return farm
+
+    def rate(self, lane: Lane, family: str) -> tuple[float, float]:
+        """The lane's (work units per second, fixed seconds per job) for the family, looked up
+        once per call (a lane's worker does not change while the policy assigns)."""
+        key = (lane.name, family)
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = (speed_of(lane.worker, family), lane.worker.fixed_s.get(family, 0.0))
+            self._rates[key] = rate
+        return rate
+
+    def speed(self, lane: Lane, family: str) -> float:
+        return self.rate(lane, family)[0]
+
+    def run_s(self, lane: Lane, job: JobView) -> float:
+        """Warm seconds of `job` on the lane (as `cost.run_s`)."""
+        speed, fixed_s = self.rate(lane, job.family)
+        return fixed_s + job.work_units / speed
 
     def best_speed(self, family: str) -> float:
         """The fastest worker's speed for the family."""
@@ -83,7 +102,7 @@ class Farm:
         """How many times faster the lane runs the family than the fastest other worker (1
         alone): each card favours the work it is relatively best at."""
         others = [speed for speed, name in self.fastest.get(family, ()) if name != lane.name]
-        mine = speed_of(lane.worker, family)
+        mine = self.speed(lane, family)
         return mine / others[0] if others and others[0] > 0 else 1.0
 
     def _hold(self, lane: Lane) -> None:
@@ -103,15 +122,21 @@ class Farm:
         first = next(keys, None)
         if first is None:
             return []
-        names = set(self.holding.get(first, ()))
+        names: Iterable[str] = self.holding.get(first, ())
         for key in keys:
-            names &= self.holding.get(key, set())
-        names.discard(but)
+            names = set(names) & self.holding.get(key, set())
         job = queue.first
-        return [lane for name in names if can_run(job, (lane := self.lanes[name]).worker)]
+        return [
+            lane
+            for name in names
+            if name != but and can_run(job, (lane := self.lanes[name]).worker)
+        ]
 
     def held_elsewhere(self, key: str, but: str) -> bool:
-        return bool(self.holding.get(key, set()) - {but})
+        names = self.holding.get(key)
+        if not names:
+            return False
+        return len(names) > 1 or but not in names
 
     def is_warm(self, lane: Lane, queue: Queue) -> bool:
         return is_warm(queue.first, lane.resident)

@@ -11,11 +11,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Tuning:
-    join_margin: float = 1.0
-    """A worker that must load a model joins the workers already holding it only if it would
-    finish the queue's next job at least this many of its load times before they finish the
-    whole queue together. Needed where a hot model's queue is served by warm copies that
-    catch up soon (Poisson at 50-80 %): a second copy that saves less than its load is a loss."""
     switch_ratio: float = 4.0
     """A worker with warm work of the same priority pays a load only for a queue whose
     response ratio (load included) is this many times that of its best warm queue. Needed on

@@ -26,11 +26,13 @@ def test_policies_finish_every_job_within_the_contract(policy: str) -> None:
     assert summary.finished == summary.jobs
 
 
-def test_affinity_loads_far_less_than_round_robin_and_finishes_sooner() -> None:
+def test_affinity_loads_less_than_round_robin_and_finishes_sooner() -> None:
+    # At 60 % load round robin falls behind (unstable) while loading on most jobs.
     ours = simulate(SHORT, "affinity").summary
     blind = simulate(SHORT, "round_robin").summary
-    assert ours.loads_per_100 < 0.6 * blind.loads_per_100
-    assert ours.p95_s < blind.p95_s
+    assert ours.loads_per_100 < 0.7 * blind.loads_per_100
+    assert ours.p95_s < 0.5 * blind.p95_s
+    assert ours.stable and not blind.stable
 
 
 def test_a_burst_is_planned_close_to_its_lower_bound() -> None:
