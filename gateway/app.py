@@ -19,8 +19,9 @@ from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
 from gateway.api import compat, farm, files, info, metrics, proxy, ws
+from gateway.auth import TokenGuard
 from gateway.context import Context
-from gateway.errors import GatewayError, Unavailable
+from gateway.errors import GatewayError, Unavailable, error_body
 from gateway.farm import Farm, RestartWorker
 from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
@@ -90,7 +91,8 @@ def create_app(
     app.include_router(farm.router)
     app.include_router(metrics.router)
     app.include_router(proxy.router)  # last: whatever no other route takes
-    app.add_middleware(OriginGuard)
+    app.add_middleware(TokenGuard, token=settings.auth_token)
+    app.add_middleware(OriginGuard)  # outermost: a cross-site request is refused first
     _add_error_handlers(app)
     return app
 
@@ -245,6 +247,5 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 def _error_response(request: Request, exc: GatewayError) -> JSONResponse:
     headers = {"Retry-After": "1"} if exc.retryable else None
-    if request.url.path.startswith(("/gateway", "/healthz", "/readyz")):
-        return JSONResponse({"error": exc.message}, status_code=exc.status, headers=headers)
-    return JSONResponse(exc.comfy_body(), status_code=exc.status, headers=headers)
+    body = error_body(request.url.path, exc)
+    return JSONResponse(body, status_code=exc.status, headers=headers)

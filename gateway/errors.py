@@ -80,3 +80,14 @@ class Unavailable(GatewayError):
 
     status = 503
     retryable = True
+
+
+GATEWAY_PATHS = ("/gateway", "/healthz", "/readyz")
+
+
+def error_body(path: str, exc: GatewayError) -> dict[str, Any]:
+    """The body of an error answer: `{"error": message}` on the gateway's own routes,
+    ComfyUI's error shape everywhere else (a ComfyUI client parses it)."""
+    if path.startswith(GATEWAY_PATHS):
+        return {"error": exc.message}
+    return exc.comfy_body()

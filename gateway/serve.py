@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from gateway import tasks
 from gateway.app import create_app
+from gateway.data_dir_lock import DataDirBusy, DataDirLock
 from gateway.redis_keeper import RedisHealth, RedisKeeper
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
@@ -70,6 +71,8 @@ def load_settings(argv: Sequence[str]) -> Settings:
 
 
 def main(argv: Sequence[str]) -> int:
+    """Serve until stopped; exits at once (1) when another gateway holds the data dir, which
+    stays locked for this process' lifetime."""
     try:
         settings = load_settings(argv)
     except (ValidationError, FileNotFoundError, ValueError) as exc:
@@ -79,10 +82,18 @@ def main(argv: Sequence[str]) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    lock = DataDirLock(settings.data_dir.resolve())
+    try:
+        lock.acquire()
+    except DataDirBusy as exc:
+        print(f"comfy-gateway serve: {exc}", file=sys.stderr)
+        return 1
     try:
         return asyncio.run(run(settings))
     except KeyboardInterrupt:
         return 0
+    finally:
+        lock.release()
 
 
 def to_spec(worker: WorkerConfig) -> WorkerSpec:

@@ -128,7 +128,9 @@ def slow_server(target: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture(scope="session")
 def checkpoints(server: Server) -> list[str]:
     """The server's checkpoint names; the checks need two (a cache flush uses the second)."""
-    names: list[str] = httpx.get(f"{server.url}/models/checkpoints").json()
+    names: list[str] = httpx.get(
+        f"{server.url}/models/checkpoints", headers=server.operator_headers
+    ).json()
     if len(names) < 2:
         pytest.fail(f"the contract checks need two checkpoints, the server has {names}")
     return names
@@ -136,13 +138,17 @@ def checkpoints(server: Server) -> list[str]:
 
 @pytest.fixture
 async def http(server: Server) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=server.url, timeout=30.0) as client:
+    async with httpx.AsyncClient(
+        base_url=server.url, timeout=30.0, headers=server.operator_headers
+    ) as client:
         yield client
 
 
 @pytest.fixture
 async def slow_http(slow_server: Server) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=slow_server.url, timeout=30.0) as client:
+    async with httpx.AsyncClient(
+        base_url=slow_server.url, timeout=30.0, headers=slow_server.operator_headers
+    ) as client:
         yield client
 
 

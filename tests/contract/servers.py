@@ -48,6 +48,10 @@ class LongJob:
     size: int
 
 
+NO_TOKEN = {"Authorization": ""}
+"""Headers that override a client's token: a request as one without it makes."""
+
+
 @dataclass(frozen=True)
 class Server:
     """Where the server under test listens, and what it is.
@@ -71,7 +75,8 @@ class Server:
 
     @property
     def operator_headers(self) -> dict[str, str]:
-        """What a client sends for the clear-all routes: the gateway's bearer token."""
+        """What a client sends to a gateway: its bearer token, which every route but the probes
+        requires (and the clear-all routes from a bearer header only)."""
         return {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else {}
 
     def long_prompt(self, ckpt_name: str, prefix: str, *, seed: int) -> graphs.Prompt:
@@ -198,28 +203,31 @@ def gateway(
     timeout_s = READY_TIMEOUT_S if comfyui is None else REAL_WORKERS_READY_TIMEOUT_S
     child.start()
     try:
-        wait_for_workers(child, url, len(names), timeout_s)
+        wait_for_workers(child, url, len(names), timeout_s, token)
         long_job = EMULATOR_LONG_JOB if comfyui is None else REAL_LONG_JOB
         yield Server(url=url, long_job=long_job, workers=tuple(names), auth_token=token)
     finally:
         child.terminate(30.0)
 
 
-def wait_for_workers(child: ChildProcess, url: str, count: int, timeout_s: float) -> None:
+def wait_for_workers(
+    child: ChildProcess, url: str, count: int, timeout_s: float, token: str
+) -> None:
     """Return once the gateway reports `count` ready workers; fail if it exits first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not child.running:
             raise RuntimeError(f"the gateway exited with {child.returncode}; see its log")
-        if _ready_workers(url) >= count:
+        if _ready_workers(url, token) >= count:
             return
         time.sleep(0.1)
     raise RuntimeError(f"the gateway at {url} had not {count} ready workers after {timeout_s}s")
 
 
-def _ready_workers(url: str) -> int:
+def _ready_workers(url: str, token: str) -> int:
+    auth = {"Authorization": f"Bearer {token}"}
     try:
-        response = httpx.get(f"{url}/gateway/workers", timeout=2.0)
+        response = httpx.get(f"{url}/gateway/workers", timeout=2.0, headers=auth)
     except httpx.TransportError:
         return 0
     if response.status_code != 200:

@@ -88,7 +88,8 @@ async def open_socket(
     url = server.ws_url.removesuffix("/ws") + path
     if client_id is not None:
         url += f"?clientId={quote(client_id)}"
-    async with connect(url, max_size=None, ping_interval=None) as conn:
+    headers = server.operator_headers
+    async with connect(url, max_size=None, ping_interval=None, additional_headers=headers) as conn:
         yield Socket(conn)
 
 

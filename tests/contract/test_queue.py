@@ -9,7 +9,7 @@ import httpx
 
 from tests.contract import api, graphs
 from tests.contract.graphs import SAVE
-from tests.contract.servers import Server
+from tests.contract.servers import NO_TOKEN, Server
 
 
 def quick(checkpoints: list[str], prefix: str) -> graphs.Prompt:
@@ -111,7 +111,7 @@ async def test_delete_and_clear_leave_the_running_prompt_alone(
     await slow_http.post("/queue", json={"delete": [blocker]})
     if slow_server.gateway:
         # A gateway clears everyone's queue only for a client with its operator token.
-        refused = await slow_http.post("/api/queue", json={"clear": True})
+        refused = await slow_http.post("/api/queue", json={"clear": True}, headers=NO_TOKEN)
         assert refused.status_code == 401
         assert len((await queue(slow_http))["queue_pending"]) == 2
     response = await slow_http.post(

@@ -65,6 +65,8 @@ def farm_settings(
 
 @dataclass
 class Farm:
+    """A farm under test; `http` sends the operator token (`AUTH`) on every request."""
+
     url: str
     supervisor: Supervisor
     http: httpx.AsyncClient
@@ -114,7 +116,10 @@ async def supervised_gateway(settings: Settings) -> AsyncIterator[Farm]:
             settings, handles, input_dir=layout.input_dir, node="test",
             supervisor=supervisor, telemetry=telemetry,
         )  # fmt: skip
-        async with _served(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as http:
+        async with (
+            _served(app) as url,
+            httpx.AsyncClient(base_url=url, timeout=10, headers=AUTH) as http,
+        ):
             yield Farm(url, supervisor, http)
     finally:
         await supervisor.stop_all()

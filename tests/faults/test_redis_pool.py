@@ -48,7 +48,8 @@ async def gateway_url(redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
 
 async def test_200_concurrent_prompts_are_all_accepted(gateway_url: str) -> None:
     limits = httpx.Limits(max_connections=200)
-    async with httpx.AsyncClient(base_url=gateway_url, timeout=60, limits=limits) as http:
+    client = httpx.AsyncClient(base_url=gateway_url, timeout=60, limits=limits, headers=AUTH)
+    async with client as http:
 
         async def post(seed: int) -> int:
             body = {"prompt": txt2img(CHECKPOINTS[0], "burst", seed=seed)}
@@ -63,7 +64,8 @@ async def test_500_websockets_opened_at_once_all_get_their_status_frame(gateway_
 
     async def client(index: int) -> str:
         try:
-            async with connect(f"{url}/ws?clientId=burst{index}", open_timeout=60) as socket:
+            ws_url = f"{url}/ws?clientId=burst{index}&token={TOKEN}"
+            async with connect(ws_url, open_timeout=60) as socket:
                 first = json.loads(await asyncio.wait_for(socket.recv(), 60))
                 return str(first["type"])
         except Exception as exc:

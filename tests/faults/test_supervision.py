@@ -18,6 +18,7 @@ import pytest
 from tests.faults.farms import (
     AUTH,
     FAST,
+    TOKEN,
     Farm,
     alive,
     emulated,
@@ -30,6 +31,9 @@ from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, start_emulators, stop_emulators, txt2img
 from workers.supervisor import FarmLayout
 
+NO_AUTH = {"Authorization": ""}
+"""Overrides the farm client's token: a request as a caller without it makes."""
+
 pytestmark = pytest.mark.timeout(60)
 
 LONG = {"steps": 2000, "size": 512}
@@ -39,7 +43,7 @@ LONGER = {"steps": 8000, "size": 512}
 
 @asynccontextmanager
 async def _client(farm: Farm) -> AsyncIterator[ComfyStyleClient]:
-    client = ComfyStyleClient(farm.url)
+    client = ComfyStyleClient(farm.url, token=TOKEN)
     await client.open()
     try:
         yield client
@@ -123,7 +127,7 @@ async def test_a_flapping_worker_is_failed_until_an_operator_resumes_it(
         assert "flapping: 3 exits" in failed["reason"]
         async with _client(farm) as client:
             assert await _serves(farm, client, seed=4) == "steady"
-            refused = await farm.http.post("/gateway/workers/flappy/resume")
+            refused = await farm.http.post("/gateway/workers/flappy/resume", headers=NO_AUTH)
             assert refused.status_code == 401
             resumed = await farm.http.post("/gateway/workers/flappy/resume", headers=AUTH)
             assert resumed.json()["started"] is True
@@ -198,7 +202,8 @@ async def test_an_operator_restarts_drains_and_resumes_a_worker(
         prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "op", **LONG))
         await _until_sampling(client, prompt_id)
         old_pid = (await farm.worker("a"))["pid"]
-        assert (await farm.http.post("/gateway/workers/a/restart")).status_code == 401
+        refused = await farm.http.post("/gateway/workers/a/restart", headers=NO_AUTH)
+        assert refused.status_code == 401
         restarted = await farm.http.post("/gateway/workers/a/restart", headers=AUTH)
         assert restarted.status_code == 200, restarted.text
         entry = await client.wait(prompt_id, timeout_s=30)
@@ -243,8 +248,8 @@ async def test_sigterm_drains_running_jobs_and_returns_the_rest_to_the_queue(
 ) -> None:
     config = _write_config(tmp_path / "farm.toml", ["w0", "w1"], drain_grace_s=15.0)
     with gateway_process(config, redis_url, tmp_path / "node1") as gateway:
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as http:
-            client = ComfyStyleClient(gateway.url)
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=10, headers=AUTH) as http:
+            client = ComfyStyleClient(gateway.url, token=TOKEN)
             ids = [
                 await client.queue_prompt(txt2img(CHECKPOINTS[0], "d", seed=j, **LONG))
                 for j in range(6)
@@ -276,7 +281,7 @@ async def test_sigterm_drains_running_jobs_and_returns_the_rest_to_the_queue(
 def test_a_sigkilled_gateway_leaves_no_worker_behind(redis_url: str, tmp_path: Path) -> None:
     config = _write_config(tmp_path / "farm.toml", ["k0", "k1"])
     with gateway_process(config, redis_url, tmp_path / "node") as gateway:
-        workers = httpx.get(gateway.url + "/gateway/workers").json()["workers"]
+        workers = httpx.get(gateway.url + "/gateway/workers", headers=AUTH).json()["workers"]
         pids = [w["pid"] for w in workers]
         assert len(pids) == 2 and all(alive(pid) for pid in pids)
         gateway.process.send_signal(signal.SIGKILL)

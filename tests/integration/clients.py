@@ -14,10 +14,12 @@ from websockets.asyncio.client import ClientConnection, connect
 
 @dataclass
 class ComfyStyleClient:
-    """One client id, one event socket, and what it has seen."""
+    """One client id, one event socket, and what it has seen; with a `token`, it sends the
+    gateway's bearer token on every request and on the WebSocket handshake."""
 
     base_url: str
     client_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    token: str | None = None
     http: httpx.AsyncClient = field(init=False)
     socket: ClientConnection | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -26,11 +28,16 @@ class ComfyStyleClient:
     _reader: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
-        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=30)
+        self.http = httpx.AsyncClient(base_url=self.base_url, timeout=30, headers=self._auth())
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     async def open(self, timeout_s: float = 10) -> None:
         url = self.base_url.replace("http", "ws", 1) + f"/ws?clientId={self.client_id}"
-        self.socket = await connect(url, max_size=None, open_timeout=timeout_s)
+        self.socket = await connect(
+            url, max_size=None, open_timeout=timeout_s, additional_headers=self._auth()
+        )
         try:
             async with asyncio.timeout(timeout_s):
                 first = json.loads(await self.socket.recv())
