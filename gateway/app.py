@@ -27,6 +27,7 @@ from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
 from gateway.keys import Keys
 from gateway.links import Links, WorkerLink
+from gateway.liveness import LivenessSettings
 from gateway.models import NewJob
 from gateway.origin import OriginGuard
 from gateway.redis_keeper import RedisHealth
@@ -151,6 +152,9 @@ async def _resources(
         time_scale=settings.time_scale,
         journal_s=settings.accept_journal_s,
         quarantine_after=settings.quarantine_after_crashes,
+        liveness=LivenessSettings(
+            settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
+        ),
     )
 
     async def accepted(job: NewJob) -> None:

@@ -21,6 +21,7 @@ from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.journal import Journal
 from gateway.links import Links, WorkerLink, WorkerState
+from gateway.liveness import Liveness, LivenessSettings
 from gateway.memory import Memory
 from gateway.models import JobRecord, JobState
 from gateway.recovery import Found, Recovery, probe
@@ -68,6 +69,7 @@ class Farm:
         time_scale: float = 1.0,
         journal_s: float = 10.0,
         quarantine_after: int = 2,
+        liveness: LivenessSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
@@ -97,6 +99,9 @@ class Farm:
             on_stall=self.watchdog.examine,
             quarantine_after=quarantine_after,
             clock=clock,
+        )
+        self.liveness = Liveness(
+            links, self.watchdog.hung, liveness, on_change=self.outcomes.wake, clock=clock
         )
         self.journal = Journal(journal_s, clock=clock)
         """What this node accepted lately, in case a Redis restart loses it."""
@@ -143,6 +148,7 @@ class Farm:
             asyncio.create_task(self.recovery.run(), name="recovery"),
             asyncio.create_task(self._heartbeat(), name="registry"),
             tasks.spawn("learned-memory", lambda: self.memory.run(self.links)),
+            *self.liveness.spawn(),
         ]
         for link in self.links:
             self._start_relay(link)

@@ -94,6 +94,12 @@ class WorkerLink:
     """Its relay's event socket is open: frames of its jobs may still be on their way."""
     last_placement: dict[str, object] | None = None
     """Why the policy sent it its latest job (`scheduler.snapshot.Why`), with the job's id."""
+    unresponsive_since_s: float | None = None
+    """Since when its HTTP has not answered the liveness probe (`gateway.liveness`); None
+    while it answers. An unresponsive worker is out of the ready set."""
+    known: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Its last answer to each farm-wide GET (`/system_stats`, `/models`, ...), served when it
+    is too slow to ask."""
 
     @property
     def cache_slots(self) -> int:
@@ -147,8 +153,19 @@ class WorkerLink:
 
     @property
     def accepting(self) -> bool:
-        """Connected, warm (its supervisor says ready) and not draining: may take jobs."""
-        return self.state is WorkerState.READY and self.handle.ready and not self.draining
+        """Connected, answering, warm (its supervisor says ready) and not draining: may take
+        jobs."""
+        return self.answering and self.handle.ready and not self.draining
+
+    @property
+    def responsive(self) -> bool:
+        """Its HTTP answered the latest liveness probe (or none has failed yet)."""
+        return self.unresponsive_since_s is None
+
+    @property
+    def answering(self) -> bool:
+        """Connected and answering: in the ready set."""
+        return self.state is WorkerState.READY and self.responsive
 
     def free_slots(self, capacity: int) -> int:
         if not self.accepting:
@@ -200,7 +217,8 @@ class Links:
         return self._by_name.get(name) if name else None
 
     def ready(self) -> list[WorkerLink]:
-        return [link for link in self if link.state is WorkerState.READY]
+        """Connected and answering (a hung worker is left out at once)."""
+        return [link for link in self if link.answering]
 
     def accepting(self) -> list[WorkerLink]:
         return [link for link in self if link.accepting]

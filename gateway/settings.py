@@ -167,6 +167,13 @@ class Settings(BaseSettings):
     worker_log_max_mib: float = 10.0
     worker_log_backups: int = 3
     worker_request_timeout_s: float = 30.0
+    liveness_interval_s: float = Field(default=1.0, gt=0)
+    """How often each worker's HTTP is probed (`gateway.liveness`)."""
+    liveness_timeout_s: float = Field(default=2.0, gt=0)
+    """A worker that does not answer the probe within this leaves the ready set until it
+    answers again; farm-wide routes (`/system_stats`, `/models`, ...) wait no longer for one."""
+    hang_after_s: float = Field(default=10.0, gt=0)
+    """A worker holding jobs that has not answered for this long is hung: restarted."""
     prefetch: int = 1
     history_max_items: int = 10000
     job_ttl_s: float = 7 * 24 * 3600.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.links import WorkerLink
+from gateway.links import WorkerLink, WorkerState
 from gateway.scheduler.snapshot import WorkerView
 from workers.lifecycle import Phase
 from workers.managed import WorkerStatus
@@ -13,11 +13,14 @@ from workers.telemetry import GpuSample, TelemetrySnapshot
 
 
 def display_state(link: WorkerLink, status: WorkerStatus | None) -> str:
-    """One word: the supervisor's phase until the worker is ready, then the link's state."""
+    """One word: the supervisor's phase until the worker is ready, then the link's state;
+    `unresponsive` while its HTTP does not answer the liveness probe."""
     if status is not None and status.phase is not Phase.READY:
         return status.phase.value
     if link.draining:
         return "draining"
+    if link.state is WorkerState.READY and not link.responsive:
+        return "unresponsive"
     return link.state.value
 
 

@@ -146,9 +146,13 @@ class Supervision:
     # -- draining ------------------------------------------------------------------------------
 
     async def drain_worker(self, link: WorkerLink) -> None:
-        """Take no new jobs; jobs sent but not started go back to the queue at once."""
+        """Take no new jobs; jobs sent but not started go back to the queue at once. A worker
+        that does not answer (`gateway.liveness`) is not asked: its jobs go back when its
+        process is stopped."""
         link.draining = True
         log.info("worker %s draining (%d held)", link.name, len(link.held))
+        if not link.responsive:
+            return
         for job_id in [job_id for job_id in link.held if job_id != link.running]:
             with contextlib.suppress(WorkerError):
                 await link.client.delete([job_id])
@@ -160,17 +164,33 @@ class Supervision:
         self.outcomes.wake()
 
     async def drain_node(self, grace_s: float) -> None:
-        """Stop intake and dispatch on this node; wait up to `grace_s` for running jobs."""
+        """Stop intake and dispatch on this node; wait up to `grace_s` for running jobs.
+        Returns within `grace_s` (plus a poll): workers are drained in parallel, and a drain
+        still waiting on a worker at the deadline is cancelled (what it held is released when
+        the workers stop)."""
         self.draining = True
-        for link in self.links:
-            await self.drain_worker(link)
         deadline_s = self.clock() + grace_s
+        await self._drain_all(grace_s)
         while self.clock() < deadline_s:
             if not any(link.held for link in self.links):
                 break
             await asyncio.sleep(0.05)
         left = sum(len(link.held) for link in self.links)
         log.info("drained: %d jobs still running after the grace", left)
+
+    async def _drain_all(self, timeout_s: float) -> None:
+        drains = [asyncio.create_task(self.drain_worker(link)) for link in self.links]
+        if not drains:
+            return
+        _, late = await asyncio.wait(drains, timeout=timeout_s)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*drains, return_exceptions=True)
+        for link, task in zip(self.links, drains, strict=True):
+            if task in late:
+                log.warning("worker %s: drain cut short after %.1fs", link.name, timeout_s)
+            elif task.exception() is not None:
+                log.error("worker %s: drain failed", link.name, exc_info=task.exception())
 
     async def other_node_serving(self) -> bool:
         """Whether another gateway node has a ready worker (so new prompts can wait in Redis)."""

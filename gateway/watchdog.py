@@ -60,6 +60,14 @@ class Watchdog:
                 await self._unstick(link, stuck, quiet_s)
         link.last_progress_s = self.clock()
 
+    async def hung(self, link: WorkerLink, reason: str) -> None:
+        """Its HTTP stopped answering while it holds jobs (`gateway.liveness`): restart its
+        process, or abandon its jobs where this node does not own it, without the probes of
+        `examine` (each would wait for a timeout)."""
+        log.warning("worker %s hung holding %s: %s", link.name, sorted(link.held), reason)
+        await self._unresponsive(link, f"hung: {reason}")
+        link.last_progress_s = self.clock()
+
     async def _settle(self, link: WorkerLink) -> list[str]:
         """Recover what finished or vanished; returns the running jobs that are stuck."""
         stuck: list[str] = []

@@ -105,9 +105,23 @@ class ComfyClient:
         except httpx.TransportError as exc:
             raise WorkerNoAnswer(f"{self.base_url}{path}: {exc!r}") from exc
 
-    async def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
-        response = await self._request("GET", path, params=params)
+    async def get_json(
+        self, path: str, params: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> Any:
+        """GET `path` as JSON; `timeout_s` bounds this request instead of the client's."""
+        extra: dict[str, Any] = {} if timeout_s is None else {"timeout": timeout_s}
+        response = await self._request("GET", path, params=params, **extra)
         return _json_or_raise(response)
+
+    async def answers(self, timeout_s: float) -> bool:
+        """Whether its HTTP server answers `GET /prompt` (cheap, and served by ComfyUI while
+        it samples) within `timeout_s`. A stopped process is accepted connections by its
+        kernel and reads none: that is a timeout, so False."""
+        try:
+            await self._request("GET", "/prompt", timeout=timeout_s)
+        except WorkerError:
+            return False
+        return True
 
     async def _post(self, path: str, body: Any) -> httpx.Response:
         response = await self._request("POST", path, json=body)

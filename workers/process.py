@@ -123,6 +123,8 @@ class ChildProcess:
             return None
         if self._proc.poll() is None:
             self._signal_group(signal.SIGTERM)
+            # A stopped process (SIGSTOP, a debugger) acts on SIGTERM only once continued.
+            self._signal_group(signal.SIGCONT)
             try:
                 self._proc.wait(grace_s)
             except subprocess.TimeoutExpired:

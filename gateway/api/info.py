@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from gateway.context import Context, Ctx
 from gateway.errors import Unavailable
 from gateway.links import WorkerLink
-from workers.client import WorkerError, WorkerRejected
+from workers.client import WorkerError, WorkerNoAnswer
 
 router = APIRouter()
 
@@ -76,19 +76,25 @@ async def features(ctx: Ctx) -> Response:
 
 
 async def _ask_all(ctx: Context, path: str) -> list[tuple[WorkerLink, Any]]:
-    """Every ready worker's answer to GET `path`; workers that fail are left out."""
+    """Every ready worker's answer to GET `path`, each given `liveness_timeout_s` to answer:
+    one too slow is served from its last answer to `path`, left out without one. Workers
+    that refuse or are out of the ready set (hung) are left out. Never waits longer than
+    that timeout for the slowest worker."""
     links = ctx.farm.links.ready()
-    results = await asyncio.gather(*(_ask(link, path) for link in links))
+    timeout_s = ctx.settings.liveness_timeout_s
+    results = await asyncio.gather(*(_ask(link, path, timeout_s) for link in links))
     return [(link, body) for link, body in zip(links, results, strict=True) if body is not None]
 
 
-async def _ask(link: WorkerLink, path: str) -> Any:
+async def _ask(link: WorkerLink, path: str, timeout_s: float) -> Any:
     try:
-        return await link.client.get_json(path)
-    except WorkerRejected:
-        return None
+        body = await link.client.get_json(path, timeout_s=timeout_s)
+    except WorkerNoAnswer:
+        return link.known.get(path)
     except WorkerError:
         return None
+    link.known[path] = body
+    return body
 
 
 def _union(lists: Iterable[Any]) -> list[Any]:
