@@ -13,6 +13,7 @@ from gateway.journal import Accepted, Journal
 from gateway.models import NewJob, Placement, display_number
 from gateway.schemas import PromptRequest, parse_prompt_request
 from gateway.validation import FarmCatalog
+from gateway.work_limit import check_work
 
 
 class Acceptor:
@@ -27,6 +28,7 @@ class Acceptor:
         *,
         admit: Callable[[], Awaitable[None]] | None = None,
         journal: Journal | None = None,
+        max_job_work: float | None = None,
     ):
         self.store = store
         self.catalog = catalog
@@ -36,6 +38,8 @@ class Acceptor:
         """Raises when this node takes no new prompts (it is shutting down)."""
         self.journal = journal
         """Keeps what was enqueued lately, in case a Redis restart loses it."""
+        self.max_job_work = max_job_work
+        """Work units one job may take (`gateway.work_limit`); None: no limit."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)
@@ -46,6 +50,8 @@ class Acceptor:
         validation = self.catalog.validate(request.prompt, request.targets)
         if not validation.ok:
             raise PromptRefused(validation.response_body())
+        if self.max_job_work is not None:
+            check_work(validation.prompt, self.max_job_work)
         job = self._new_job(request, validation.prompt, validation.outputs)
         idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
         enqueued_at_ms = self.store.now_ms()

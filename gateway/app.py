@@ -23,6 +23,7 @@ from gateway.auth import TokenGuard
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
 from gateway.farm import Farm, RestartWorker
+from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
 from gateway.keys import Keys
@@ -54,6 +55,7 @@ def create_app(
     handles: Sequence[WorkerHandle],
     *,
     input_dir: Path | None = None,
+    worker_root: Path | None = None,
     restart: RestartWorker | None = None,
     node: str | None = None,
     supervisor: Supervisor | None = None,
@@ -64,7 +66,8 @@ def create_app(
 
     With a `supervisor` (which started `handles`), the lifespan runs its reconcile loop and,
     at shutdown, stops its children and puts back in the queue what they held. Telemetry is
-    sampled in the background (a fresh `Telemetry` unless one is given).
+    sampled in the background (a fresh `Telemetry` unless one is given). `worker_root` is the
+    `FarmLayout.root` of the workers on this host, whose files /view checks by real path.
     """
     if settings.redis_url is None:
         raise ValueError("create_app needs settings.redis_url (serve starts Redis otherwise)")
@@ -76,6 +79,7 @@ def create_app(
         workers = _Workers(handles, restart, supervisor, telemetry)
         async with _resources(settings, workers, policy, input_dir, node_name) as context:
             context.redis_health = redis_health
+            context.file_roots = FileRoots(input_dir, worker_root)
             app.state.context = context
             yield
 
@@ -174,7 +178,13 @@ async def _resources(
             )
 
     acceptor = Acceptor(
-        store, catalog, the_farm.groups, accepted, admit=admit, journal=the_farm.journal
+        store,
+        catalog,
+        the_farm.groups,
+        accepted,
+        admit=admit,
+        journal=the_farm.journal,
+        max_job_work=settings.max_job_work,
     )
     try:
         await telemetry.start()

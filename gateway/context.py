@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -13,6 +13,7 @@ from starlette.requests import HTTPConnection
 from gateway.accept import Acceptor
 from gateway.errors import Forbidden, PayloadTooLarge, Unauthorized
 from gateway.farm import Farm
+from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.redis_keeper import RedisHealth
@@ -30,6 +31,8 @@ class Context:
     acceptor: Acceptor
     redis_health: Callable[[], RedisHealth] | None = None
     """The embedded Redis' supervision (None: Redis is given by URL, not ours to restart)."""
+    file_roots: FileRoots = field(default_factory=FileRoots)
+    """The folders `/view` checks real paths against."""
 
 
 def get_context(connection: HTTPConnection) -> Context:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from gateway import tasks
 from gateway.app import create_app
 from gateway.data_dir_lock import DataDirBusy, DataDirLock
+from gateway.http_protocol import uvicorn_options
 from gateway.redis_keeper import RedisHealth, RedisKeeper
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
@@ -181,6 +182,7 @@ async def run(settings: Settings) -> int:
             settings,
             handles,
             input_dir=layout.input_dir,
+            worker_root=layout.root,
             supervisor=supervisor,
             telemetry=telemetry,
             redis_health=redis_health,
@@ -191,6 +193,9 @@ async def run(settings: Settings) -> int:
             port=settings.port,
             log_level=settings.log_level.lower(),
             access_log=False,
+            **uvicorn_options(
+                settings.header_timeout_s, settings.keep_alive_timeout_s, settings.max_header_kib
+            ),
         )
         log.info(
             "gateway on http://%s:%d with %d workers, redis %s",

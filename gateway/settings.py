@@ -141,6 +141,16 @@ class Settings(BaseSettings):
     max_prompt_mib: float = 10.0
     """Largest `POST /prompt` body (413 past it): a prompt is stored twice (its job and its
     history entry), so this bounds what one request can take of Redis' memory."""
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A request head (request line and headers) must arrive within this of its first byte,
+    else the connection is closed: a client dribbling headers cannot hold it."""
+    keep_alive_timeout_s: float = Field(default=5.0, gt=0)
+    """An idle keep-alive connection is closed after this (uvicorn's `timeout_keep_alive`)."""
+    max_header_kib: int = Field(default=64, ge=1)
+    """Largest request head (h11's `max_incomplete_event_size`); 400 past it."""
+    max_job_work: float = Field(default=16 * 64 * 150, gt=0)
+    """Work units per job, summed over its sampler nodes: megapixels x batch x steps (default:
+    16 MP x batch 64 x 150 steps). A prompt past it is refused at `POST /prompt` with 400."""
     redis_maxmemory_mib: int = 1024
     """The embedded Redis' `maxmemory`, with `noeviction`: when full it refuses new prompts
     (503) and never evicts a job; 0 = no cap. Not applied to a Redis given by URL."""

@@ -118,6 +118,8 @@ async def view(request: Request, ctx: Ctx) -> Response:
     try:
         filename, kind, subfolder = _checked_view_params(dict(request.query_params))
         link, upstream_subfolder = await _route(ctx, filename, kind, subfolder)
+        if ctx.file_roots.escapes(kind, link.name, upstream_subfolder, filename):
+            raise Forbidden("the file's real path leaves its folder", kind="forbidden")
     except (BadRequest, Forbidden, NotFound) as exc:
         return Response(status_code=exc.status)  # ComfyUI refuses with a bare status
     params = {
