@@ -205,10 +205,12 @@ class Hub:
         async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(self.channel)
             self._subscribed.set()
+            turns = tasks.Turns()  # the farm's every frame comes this way: leave others turns
             while True:
                 message = await pubsub.get_message(timeout=None)
                 if message is not None and message.get("type") == "message":
                     self.dispatch(message["data"])
+                await turns.take()
 
     def dispatch(self, raw: bytes) -> None:
         if origin_of(raw) != self.origin:

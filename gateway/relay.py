@@ -91,9 +91,13 @@ class Relay:
             self.link.listening = True
             try:
                 await self.on_connect(self.link)
+                # Frames already read come without a suspension, and handling one rarely
+                # suspends: a busy worker's stream would otherwise hold the event loop.
+                turns = tasks.Turns()
                 async for frame in frames:
                     tasks.check_cancelled()
                     await self.handle(frame)
+                    await turns.take()
             finally:
                 self.link.listening = False
 

@@ -7,18 +7,44 @@ a `socket_timeout`, so any loop that talks to Redis can swallow the cancel meant
 and `task.cancel(); await task` then waits forever. The task still counts the cancel, though:
 loops call `check_cancelled` between rounds, and `stop` cancels again until the task ends and
 gives up, loudly, after a grace period.
+
+A loop that drains something already buffered (frames read from a socket, a queue filled
+meanwhile) never suspends on its own: `recv()` and `Queue.get()` return at once while anything
+waits. Such loops take `Turns` so that a flood of events cannot keep the event loop from every
+HTTP request, timer and other socket of the process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 Body = Callable[[], Awaitable[None]]
+
+TURN_S = 0.001
+"""Seconds a draining loop may run before it lets the other tasks run."""
+
+
+class Turns:
+    """Lets the other tasks of the event loop run once this one has run `slice_s` since it
+    last did (`take`, after each item). Four workers' relays fed a flood of sampler
+    `progress` frames, none yielding, held the loop for seconds at a time: POSTs waited 5 to
+    15 s and uvicorn closed a keep-alive connection under a request it had not read yet."""
+
+    def __init__(self, slice_s: float = TURN_S, clock: Callable[[], float] = time.perf_counter):
+        self.slice_s = slice_s
+        self.clock = clock
+        self._since = clock()
+
+    async def take(self) -> None:
+        if self.clock() - self._since >= self.slice_s:
+            await asyncio.sleep(0)
+            self._since = self.clock()
 
 
 def check_cancelled() -> None:

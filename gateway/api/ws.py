@@ -9,6 +9,7 @@ import uuid
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from gateway import tasks
 from gateway.context import Context, get_context
 from gateway.events import status_message
 from gateway.hub import ClientSocket
@@ -42,6 +43,9 @@ async def websocket_events(websocket: WebSocket) -> None:
 
 
 async def _write(websocket: WebSocket, socket: ClientSocket, first: str) -> None:
+    # A backlog (thousands of progress frames) is sent without a suspension while the socket
+    # takes it: turns keep the rest of the gateway served meanwhile.
+    turns = tasks.Turns()
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
         await websocket.send_text(first)
         while True:
@@ -52,6 +56,7 @@ async def _write(websocket: WebSocket, socket: ClientSocket, first: str) -> None
                 await websocket.send_bytes(item)
             else:
                 await websocket.send_text(item)
+            await turns.take()
 
 
 async def _read(websocket: WebSocket, socket: ClientSocket, ctx: Context) -> None:

@@ -103,3 +103,26 @@ async def test_a_background_loop_is_restarted_after_it_fails(
         await tasks.stop([task])
     assert rounds == [0, 1, 2]
     assert caplog.text.count("flaky failed; restarting") == 2
+
+
+async def test_a_draining_loop_lets_the_others_run_once_per_slice() -> None:
+    now = [0.0]
+    turns = tasks.Turns(slice_s=0.001, clock=lambda: now[0])
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for item in range(10):
+        queue.put_nowait(item)
+    drained: list[int] = []
+    seen: list[int] = []
+
+    async def drain() -> None:
+        while not queue.empty():
+            drained.append(await queue.get())  # never suspends: the items are there
+            now[0] += 0.0004
+            await turns.take()
+
+    async def other() -> None:
+        seen.append(len(drained))
+
+    # The drainer starts first; the other task waits for its turn.
+    await asyncio.gather(asyncio.create_task(drain()), asyncio.create_task(other()))
+    assert seen == [3]  # let in after 1.2 ms of work, not after all ten items
