@@ -18,20 +18,7 @@ from bench.scorecard.goals import (
     Metric,
     Score,
 )
-
-
-def fmt(value: float, digits: int = 2) -> str:
-    if math.isnan(value):
-        return "-"
-    if math.isinf(value):
-        return "inf"
-    return f"{value:.{digits}f}"
-
-
-def table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines)
+from bench.sim.report import fmt, table
 
 
 def failing_section(judged: Sequence[Judged]) -> str:

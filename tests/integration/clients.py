@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 
@@ -89,6 +90,19 @@ class ComfyStyleClient:
         """The gateway's record of a job: its worker, attempts, timestamps."""
         job: dict[str, Any] = (await self.http.get(f"/gateway/jobs/{prompt_id}")).json()
         return job
+
+    async def job_in(
+        self, prompt_id: str, states: tuple[str, ...], timeout_s: float = 10
+    ) -> dict[str, Any]:
+        """The gateway's record of the job once it is in one of `states`; fails the test past
+        `timeout_s`."""
+        deadline_s = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline_s:
+            job = await self.job(prompt_id)
+            if job.get("state") in states:
+                return job
+            await asyncio.sleep(0.05)
+        pytest.fail(f"job {prompt_id} never reached {states}: {await self.job(prompt_id)}")
 
     def events_of(self, prompt_id: str) -> list[str]:
         return [

@@ -234,7 +234,7 @@ async def test_interrupt_drops_a_pending_prompt_and_stops_a_running_one(
         slow = txt2img(CHECKPOINTS[2], "slow", steps=3000, size=1024)
         running = await client.queue_prompt(slow)
         waiting = await client.queue_prompt(txt2img(CHECKPOINTS[0], "wait", seed=2))
-        await _wait_for_state(client, running, "running")
+        await client.job_in(running, ("running",))
         await client.http.post("/interrupt", json={"prompt_id": waiting})
         await client.http.post("/interrupt", json={"prompt_id": running})
         entry = await client.wait(running)
@@ -244,19 +244,6 @@ async def test_interrupt_drops_a_pending_prompt_and_stops_a_running_one(
         assert (await client.http.get(f"/history/{waiting}")).json() == {}
         assert (await client.http.get("/prompt")).json()["exec_info"]["queue_remaining"] == 0
         await client.close()
-
-
-async def _wait_for_state(
-    client: ComfyStyleClient, job_id: str, state: str, timeout_s: float = 10
-) -> dict[str, Any]:
-    """The gateway's record of the job once it is in `state`."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline:
-        job: dict[str, Any] = (await client.http.get(f"/gateway/jobs/{job_id}")).json()
-        if job.get("state") == state:
-            return job
-        await asyncio.sleep(0.05)
-    pytest.fail(f"job {job_id} never reached {state}")
 
 
 async def test_a_crashed_worker_loses_its_jobs_back_to_the_queue(
@@ -343,7 +330,7 @@ async def test_a_redis_restart_that_lost_writes_loses_no_job_and_runs_none_twice
             client = ComfyStyleClient(url)
             slow = [txt2img(CHECKPOINTS[0], "lw", seed=j, steps=8000, size=512) for j in range(10)]
             ids = [await client.queue_prompt(p) for p in slow]
-            claimed = await _wait_for_state(client, ids[0], "running")
+            claimed = await client.job_in(ids[0], ("running",))
             waiting = [p for p in ids if (await client.job(p))["state"] == "pending"]
             assert waiting, "every job was sent: none was just accepted"
             lost = waiting[-1]
@@ -360,7 +347,7 @@ async def test_a_redis_restart_that_lost_writes_loses_no_job_and_runs_none_twice
             server.kill()
             server = EmbeddedRedis(tmp_path / "redis", port=server.port, appendfsync="always")
             server.start()
-            job = await _wait_for_state(client, ids[0], "running", timeout_s=5)
+            job = await client.job_in(ids[0], ("running",), timeout_s=5)
             assert (job["worker"], job["attempt"]) == (claimed["worker"], 1)
             await _wait_for_known(client, lost)
             direct = aioredis.from_url(server.url, decode_responses=True)
@@ -437,7 +424,7 @@ async def test_early_binders_send_every_job_on_arrival_late_binders_hold_back(
         await client.open()
         slow = [txt2img(CHECKPOINTS[0], "eb", seed=j, steps=10000, size=1024) for j in range(8)]
         ids = [await client.queue_prompt(p) for p in slow]
-        await _wait_for_state(client, ids[0], "running")
+        await client.job_in(ids[0], ("running",))
         await asyncio.sleep(0.5)
         jobs = [await client.job(p) for p in ids]
         held = ("assigned", "running")

@@ -3,10 +3,8 @@ that goes idle, with real emulator workers."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -32,19 +30,6 @@ def pair(farm_layout: FarmLayout) -> Iterator[list[WorkerHandle]]:
     stop_emulators(handles)
 
 
-async def wait_for(
-    client: ComfyStyleClient, job_id: str, states: tuple[str, ...], timeout_s: float = 15
-) -> dict[str, Any]:
-    """The gateway's record of the job once it is in one of `states`."""
-    deadline_s = asyncio.get_running_loop().time() + timeout_s
-    while asyncio.get_running_loop().time() < deadline_s:
-        job = await client.job(job_id)
-        if job["state"] in states:
-            return job
-        await asyncio.sleep(0.05)
-    pytest.fail(f"job {job_id} never reached {states}: {await client.job(job_id)}")
-
-
 async def test_a_job_prefetched_behind_a_long_one_moves_to_a_worker_that_goes_idle(
     redis_url: str, tmp_path: Path, pair: list[WorkerHandle], farm_layout: FarmLayout
 ) -> None:
@@ -57,14 +42,14 @@ async def test_a_job_prefetched_behind_a_long_one_moves_to_a_worker_that_goes_id
         client = ComfyStyleClient(url)
         await client.open()
         long_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "long", steps=10000, size=1024))
-        a = (await wait_for(client, long_id, ("running",)))["worker"]
+        a = (await client.job_in(long_id, ("running",), timeout_s=15))["worker"]
         medium = [txt2img(CHECKPOINTS[1], "mid", seed=j, steps=1500, size=512) for j in range(2)]
         medium_ids = [await client.queue_prompt(p) for p in medium]
-        held = [await wait_for(client, j, ("assigned", "running")) for j in medium_ids]
+        held = [await client.job_in(j, ("assigned", "running"), timeout_s=15) for j in medium_ids]
         b = held[0]["worker"]
         assert b != a and held[1]["worker"] == b, "B should hold both medium jobs"
         short_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "short"))
-        sent = await wait_for(client, short_id, ("assigned", "running", "success"))
+        sent = await client.job_in(short_id, ("assigned", "running", "success"), timeout_s=15)
         assert sent["worker"] == a, "the short job should be prefetched behind the long one"
         try:
             entry = await client.wait(short_id, timeout_s=15)

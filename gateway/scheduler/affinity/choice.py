@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from gateway.scheduler.affinity.fluid import finish_s, share
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
-from gateway.scheduler.cost import evicted, key_load_s, load_s
+from gateway.scheduler.cost import can_run, evicted, key_load_s, load_s
 from gateway.scheduler.lanes import Lane
 from gateway.scheduler.snapshot import JobView
 
@@ -155,7 +155,7 @@ def best_option(
     best: Option | None = None
     warm: Option | None = None
     for queue in queues:
-        if not queue.jobs or not _may_run(lane, queue):
+        if not queue.jobs or not can_run(queue.first, lane.worker):
             continue
         option = option_for(lane, queue, farm, need, idle, tuning)
         if option is None:
@@ -174,10 +174,3 @@ def best_option(
 def _warm_key(option: Option) -> tuple[float, float]:
     """Warm queues in queue order: the highest priority, then the oldest first job."""
     return (option.priority, -option.queue.first.enqueued_at_s)
-
-
-def _may_run(lane: Lane, queue: Queue) -> bool:
-    job = queue.first
-    if job.eligible is not None and lane.name not in job.eligible:
-        return False
-    return job.group is None or job.group == lane.worker.group

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from gateway.scheduler.affinity.choice import Need, Option, best_option, reload_s
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
-from gateway.scheduler.cost import can_run, evicted, is_warm, load_s, run_s
+from gateway.scheduler.cost import can_run, evicted, is_warm, load_s, models_of, run_s
 from gateway.scheduler.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.queue import groups_of
@@ -75,7 +75,7 @@ def _load_order(lane: Lane, job: JobView, farm: Farm, need: Need) -> tuple[float
     done_s += run_s(job, lane.worker)
     if is_warm(job, lane.resident):
         return (done_s, 0.0, 0.0)
-    gone = evicted(lane.resident, job.model_keys or frozenset(), lane.worker.cache_slots)
+    gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
     traffic = sum(need.demand_per_s.get(key, 0.0) for key in gone)
     return (round(done_s, 6), reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 

@@ -19,7 +19,6 @@ from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot
 class Queue:
     """The jobs of one group still waiting in this call, with its aggregates."""
 
-    group: JobGroup
     jobs: deque[JobView]
     count: int
     work_units: float
@@ -29,7 +28,6 @@ class Queue:
     @classmethod
     def of(cls, group: JobGroup) -> Queue:
         return cls(
-            group=group,
             jobs=deque(group.head),
             count=group.count,
             work_units=group.work_units,
