@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test check lint bench
+.PHONY: serve test check lint bench browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# The browser tests drive Debian's chromium; installed here where apt can (they skip without it).
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& { apt-get install -y -q chromium >/dev/null 2>&1 \
+			|| { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; }; } \
+		|| echo "no chromium: the browser tests will skip"
+
+test: lint browser
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
