@@ -1,7 +1,10 @@
 """How a held job leaves a worker: finished, failed, requeued or cancelled.
 
 Each path writes Redis first (atomically, fenced by the attempt) and only then tells the
-client, so a client that reads `/history` after `executing null` always finds the entry.
+client, so a client that reads `/history` after `executing null` always finds the entry. The
+terminal event (`execution_success` or `execution_error`) is sent from the recorded entry too,
+never live from the worker: the fenced write applies once, so a client hears it exactly once,
+whether the job ended under this gateway or under one that crashed before recording it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gateway.models import JobRecord, JobState
 from workers.comfy.messages import EventKind
 
 log = logging.getLogger(__name__)
+TERMINAL_KINDS = frozenset({EventKind.EXECUTION_SUCCESS, EventKind.EXECUTION_ERROR})
 
 
 class Outcomes:
@@ -66,6 +70,7 @@ class Outcomes:
             log.info(
                 "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
             )
+            self._tell_end(held.client_id, entry)
             await self._done(held.client_id, job_id)
         return applied
 
@@ -182,6 +187,12 @@ class Outcomes:
         self.hub.queue_changed()
         return ok
 
+    def _tell_end(self, client_id: str | None, entry: Mapping[str, Any]) -> None:
+        """The worker's own terminal event, as its history entry kept it."""
+        message = terminal_message(entry)
+        if client_id and message is not None:
+            self.hub.publish(text_frame(client_id, message[0], message[1]))
+
     def _forget(self, link: WorkerLink, job_id: str) -> None:
         link.release(job_id)
         self.hub.queue_changed()
@@ -193,6 +204,21 @@ class Outcomes:
         if client_id:
             data = {"node": None, "prompt_id": job_id}
             self.hub.publish(text_frame(client_id, EventKind.EXECUTING, data))
+
+
+def terminal_message(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The last `execution_success` or `execution_error` among the entry's status messages."""
+    status = entry.get("status")
+    messages = status.get("messages") if isinstance(status, dict) else None
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if (
+            isinstance(message, list | tuple)
+            and len(message) == 2
+            and message[0] in TERMINAL_KINDS
+            and isinstance(message[1], dict)
+        ):
+            return str(message[0]), message[1]
+    return None
 
 
 def _ignore(job_id: str) -> None:

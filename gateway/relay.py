@@ -28,7 +28,7 @@ from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, WorkerLink, WorkerState
-from gateway.outcomes import Outcomes
+from gateway.outcomes import TERMINAL_KINDS, Outcomes
 from workers.client import Frame, WorkerError
 from workers.comfy.messages import EventKind
 
@@ -140,6 +140,8 @@ class Relay:
         elif kind == EventKind.EXECUTED and isinstance(data.get("output"), dict):
             data = {**data, "output": namespace_output(data["output"], self.link.name)}
             message = {"type": kind, "data": data}
+        elif kind in TERMINAL_KINDS:
+            return  # told from the recorded entry (`Outcomes.complete`), once, never live
         self._forward(held, message)
 
     def _time(self, held: Held, kind: object, data: dict[str, Any]) -> None:

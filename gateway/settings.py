@@ -171,6 +171,9 @@ class Settings(BaseSettings):
     """Steps of the speed probe run after each warm-up to seed the worker's speed (0: none)."""
     drain_grace_s: float = 30.0
     stop_grace_s: float = 10.0
+    orphan_grace_s: float = Field(default=60.0, ge=0)
+    """How long workers outlive a gateway killed without a stop (a crash, kill -9), waiting
+    for the next gateway on this data dir to adopt them and the jobs they run."""
     restart: RestartConfig = Field(default_factory=RestartConfig)
     supervise_interval_s: float = 0.25
     telemetry_interval_s: float = 2.0
@@ -235,6 +238,7 @@ class Settings(BaseSettings):
             warmup_timeout_s=self.warmup_timeout_s,
             warmup_probe_steps=self.warmup_probe_steps,
             stop_grace_s=self.stop_grace_s,
+            orphan_grace_s=self.orphan_grace_s,
             interval_s=self.supervise_interval_s,
             restart=self.restart.policy(),
             log_max_bytes=max(1, int(self.worker_log_max_mib * MIB)),

@@ -2,6 +2,8 @@
 
 One reader thread per run drains the child's pipe (a child must never block on a full pipe);
 the file rotates as `worker.log`, `worker.log.1`, ... like `logging.handlers.RotatingFileHandler`.
+A worker's keeper (`workers.keeper`) owns its log; the gateway then only adds its notes to the
+file and reads the tail back from it (`owner=False`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,19 @@ class LogCapture:
     """The output of every run of one worker, in one rotated log and one tail."""
 
     def __init__(
-        self, path: Path, *, max_bytes: int = 10 * MIB, backups: int = 3, tail_lines: int = 40
+        self,
+        path: Path,
+        *,
+        max_bytes: int = 10 * MIB,
+        backups: int = 3,
+        tail_lines: int = 40,
+        owner: bool = True,
     ):
         if max_bytes <= 0 or backups < 0:
             raise ValueError("max_bytes must be positive and backups not negative")
         self.path = path
+        self.owner = owner
+        """False: another process writes and rotates the file; notes are appended to it."""
         self.max_bytes = max_bytes
         self.backups = backups
         self._tail: deque[str] = deque(maxlen=tail_lines)
@@ -32,12 +42,30 @@ class LogCapture:
 
     def tail(self) -> list[str]:
         """The last lines the worker wrote (a progress bar counts as its latest state)."""
+        if not self.owner:
+            return self._file_tail()
         with self._lock:
             return list(self._tail)
 
     def note(self, text: str) -> None:
         """A line of the gateway's own (a start, an exit) in the worker's log."""
-        self._write(f"[comfy-gateway] {text}\n".encode())
+        line = f"[comfy-gateway] {text}\n".encode()
+        if self.owner:
+            self._write(line)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("ab") as out:  # O_APPEND: whole lines among the owner's
+            out.write(line)
+
+    def _file_tail(self, max_bytes: int = 64 * 1024) -> list[str]:
+        try:
+            with self.path.open("rb") as file:
+                file.seek(max(0, file.seek(0, 2) - max_bytes))
+                data = file.read()
+        except FileNotFoundError:
+            return []
+        lines = (_shown(line) for line in data.splitlines())
+        return [line for line in lines if line.strip()][-(self._tail.maxlen or 1) :]
 
     def attach(self, stream: IO[bytes]) -> None:
         """Copy `stream` (a child's stdout) until it ends, in a background thread."""
@@ -64,7 +92,7 @@ class LogCapture:
                 self._write(line)
 
     def _write(self, line: bytes) -> None:
-        text = line.decode(errors="replace").rstrip("\n").split("\r")[-1]
+        text = _shown(line)
         with self._lock:
             if text.strip():
                 self._tail.append(text)
@@ -92,3 +120,8 @@ class LogCapture:
             if older.exists():
                 older.replace(self.path.with_name(f"{self.path.name}.{index + 1}"))
         self.path.replace(self.path.with_name(f"{self.path.name}.1"))
+
+
+def _shown(line: bytes) -> str:
+    """A line as the tail shows it: a progress bar (carriage returns) at its latest state."""
+    return line.decode(errors="replace").rstrip("\n").split("\r")[-1]

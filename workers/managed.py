@@ -56,6 +56,8 @@ class SupervisionSettings:
     warmup_probe_steps: int = PROBE_STEPS
     """Steps of the speed probe after each warm-up (0: no probe)."""
     stop_grace_s: float = 10.0
+    orphan_grace_s: float = 60.0
+    """How long a worker outlives a crashed gateway, waiting to be adopted by the next one."""
     interval_s: float = 0.25
     restart: RestartSettings = DEFAULT_SETTINGS
     log_max_bytes: int = 10 * MIB
@@ -140,6 +142,18 @@ class ManagedWorker:
         self.ready_at_s = self.restart_at_s = None
         self.output.note(f"starting: {' '.join(self.process.argv)}")
         self.process.start()
+
+    def adopted(self) -> None:
+        """Its process was left running by the previous gateway and is ours now."""
+        self.phase = Phase.STARTING
+        self.handle.ready = self.handle.stopping = False
+        self.started_at_s = self.clock()
+        self.ready_at_s = self.restart_at_s = None
+        self.output.note(f"adopted by a new gateway (pid {self.process.pid})")
+
+    async def wait_answering(self, timeout_s: float, probe: ReadyProbe) -> None:
+        """Raises ProcessStartError unless it answers within `timeout_s`."""
+        await self._wait_ready(timeout_s, probe)
 
     async def bring_up(
         self, settings: SupervisionSettings, probe: ReadyProbe, warmer: Warmer

@@ -1,13 +1,16 @@
 """One child process (a ComfyUI or an emulator): start, wait until ready, terminate then kill.
 
 Children run in their own process group and get SIGKILL when the parent dies (Linux
-`PR_SET_PDEATHSIG`), so no ComfyUI outlives the gateway, whatever way the gateway exits.
+`PR_SET_PDEATHSIG`), so no child outlives the gateway, whatever way the gateway exits. Workers
+are the exception: a `KeptProcess` runs under a keeper (`workers.keeper`) that outlives a gateway
+crash for a grace period, so that the next gateway adopts the worker and its running job.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -15,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -63,6 +67,7 @@ class ChildProcess:
         self.log_path = log_path
         self.output = output
         self._proc: subprocess.Popen[bytes] | None = None
+        self.preexec = die_with_parent
 
     @property
     def pid(self) -> int | None:
@@ -86,20 +91,24 @@ class ChildProcess:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             out = self.log_path.open("ab")  # type: ignore[assignment]
         self._proc = subprocess.Popen(
-            self.argv,
+            self.command(),
             env=self.env,
             cwd=self.cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             # prctl must run in the child itself; the hook calls only setpgrp and prctl.
-            preexec_fn=die_with_parent,  # noqa: PLW1509
+            preexec_fn=self.preexec,  # noqa: PLW1509
         )
         if self.output is not None and self._proc.stdout is not None:
             self.output.attach(self._proc.stdout)
         elif out is not subprocess.DEVNULL:
             out.close()  # type: ignore[attr-defined]
         log.info("started pid=%s argv=%s", self._proc.pid, " ".join(self.argv[:4]))
+
+    def command(self) -> list[str]:
+        """What is executed (`argv`, unless a subclass wraps it)."""
+        return self.argv
 
     def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.05) -> float:
         """Poll `url` until it answers 200; returns the seconds it took."""
@@ -141,3 +150,167 @@ class ChildProcess:
         assert self._proc is not None
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, sig)
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """Where a kept worker's keeper finds its lease and log, and how long it waits."""
+
+    lease: Path
+    """Touched by the gateway while it runs (`touch_lease`)."""
+    record: Path
+    """The keeper's pid and the worker's command line, for the next gateway to adopt."""
+    log: Path
+    grace_s: float
+    log_max_bytes: int = 10 << 20
+    log_backups: int = 3
+
+
+def touch_lease(lease: Path) -> None:
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.touch()
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def first_child(pid: int) -> int | None:
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(children[0]) if children else None
+
+
+def recorded_port(record: Path) -> int | None:
+    """The port of the worker a keeper still runs (from its record), if any."""
+    try:
+        port = json.loads(record.read_text()).get("port")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return port if isinstance(port, int) else None
+
+
+class KeptProcess(ChildProcess):
+    """A worker started under a keeper, or adopted from the gateway that started it.
+
+    `argv` is the worker's own command line and `pid` the worker's pid (the keeper's child);
+    signals go to the keeper's process group, which holds both.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        keeping: Keeping,
+        *,
+        port: int,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ):
+        super().__init__(argv, env=env)
+        self.keeping = keeping
+        self.port = port
+        self.worker_cwd = cwd
+        self.preexec = os.setpgrp  # not die_with_parent: the keeper outlives the gateway
+        self._adopted: int | None = None
+        self._worker_pid: int | None = None
+
+    def command(self) -> list[str]:
+        k = self.keeping
+        head = [sys.executable, "-m", "workers.keeper", "--lease", str(k.lease)]
+        head += ["--grace-s", str(k.grace_s), "--log", str(k.log)]
+        head += ["--log-max-bytes", str(k.log_max_bytes), "--log-backups", str(k.log_backups)]
+        if self.worker_cwd is not None:
+            head += ["--cwd", str(self.worker_cwd)]
+        return [*head, "--", *self.argv]
+
+    @property
+    def keeper_pid(self) -> int | None:
+        return self._adopted if self._adopted is not None else super().pid
+
+    @property
+    def pid(self) -> int | None:
+        keeper = self.keeper_pid
+        if keeper is None:
+            return None
+        if self._worker_pid is None or not alive(self._worker_pid):
+            self._worker_pid = first_child(keeper)
+        return self._worker_pid
+
+    @property
+    def adopted(self) -> bool:
+        return self._adopted is not None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._adopted is not None else super().returncode
+
+    @property
+    def running(self) -> bool:
+        return alive(self._adopted) if self._adopted is not None else super().running
+
+    def start(self) -> None:
+        self._adopted = self._worker_pid = None
+        super().start()
+        record = {"pid": self.keeper_pid, "port": self.port, "argv": self.argv}
+        self.keeping.record.parent.mkdir(parents=True, exist_ok=True)
+        self.keeping.record.write_text(json.dumps(record))
+
+    def adopt(self) -> bool:
+        """Take over the keeper a previous gateway left running this same command line.
+        A keeper left with another command line (the config changed) is stopped."""
+        try:
+            record = json.loads(self.keeping.record.read_text())
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if not (alive(pid) and _is_keeper(pid, self.keeping.lease)):
+            return False
+        if record.get("argv") != self.argv or record.get("port") != self.port:
+            _signal_group(pid, signal.SIGKILL)
+            return False
+        self._adopted = pid
+        log.info("adopted pid=%s (keeper %s) argv=%s", self.pid, pid, " ".join(self.argv[:4]))
+        return True
+
+    def terminate(self, grace_s: float = 5.0) -> int | None:
+        self.keeping.record.unlink(missing_ok=True)
+        if self._adopted is None:
+            return super().terminate(grace_s)
+        _signal_group(self._adopted, signal.SIGTERM)
+        _signal_group(self._adopted, signal.SIGCONT)
+        deadline = time.monotonic() + grace_s
+        while alive(self._adopted) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.kill()
+        return None
+
+    def kill(self) -> None:
+        self.keeping.record.unlink(missing_ok=True)
+        if self._adopted is None:
+            super().kill()
+            return
+        _signal_group(self._adopted, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while alive(self._adopted) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def _is_keeper(pid: int, lease: Path) -> bool:
+    """Whether `pid` is a keeper of this farm (not a stranger that reuses an old pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"workers.keeper" in cmdline and str(lease).encode() in cmdline
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -11,8 +11,11 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from workers.client import ComfyClient
 from workers.comfyargs import FlagError, LaunchPlan, plan_launch
@@ -39,7 +42,14 @@ from workers.managed import (
 )
 from workers.ports import free_port
 from workers.preload import WarmupError, warm_up
-from workers.process import ChildProcess, ProcessStartError
+from workers.process import (
+    ChildProcess,
+    Keeping,
+    KeptProcess,
+    ProcessStartError,
+    recorded_port,
+    touch_lease,
+)
 from workers.restart import Restart
 from workers.warmup import WarmupResult
 
@@ -59,6 +69,10 @@ log = logging.getLogger(__name__)
 
 Spawn = Callable[..., ChildProcess]
 VramOf = Callable[[WorkerSpec], float | None]
+LEASE_TOUCH_S = 0.5
+"""How often the lease is touched; keepers wait `orphan_grace_s` past the last touch."""
+ADOPT_TIMEOUT_S = 10.0
+"""How long an adopted worker has to answer before it is replaced by a fresh one."""
 
 
 def emulated_vram(spec: WorkerSpec) -> float | None:
@@ -77,6 +91,31 @@ async def _warm(
     return await warm_up(client, checkpoint, timeout_s=timeout_s, probe_steps=probe_steps)
 
 
+class Lease:
+    """Touches the keepers' lease file from a thread of its own, so that a busy event loop
+    (a start-up, a burst) never looks like a dead gateway to the keepers."""
+
+    def __init__(self, path: Path, every_s: float = LEASE_TOUCH_S):
+        self.path = path
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        touch_lease(self.path)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="worker-lease", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            with contextlib.suppress(OSError):
+                touch_lease(self.path)
+
+
 class Supervisor:
     """Runs one child per managed worker: start, warm up, watch, restart, stop.
 
@@ -84,6 +123,11 @@ class Supervisor:
     with its process. A ready worker whose process ended is recorded and handed to the restart
     policy; a worker in backoff whose time has come is started again. Lifecycle events go to
     every subscribed sink, awaited in order. Workers with a `url` are not started or watched.
+
+    Workers run under keepers (`workers.keeper`): they outlive a crash of the gateway by
+    `settings.orphan_grace_s` while the supervisor no longer touches the lease, and a new
+    supervisor on the same folders adopts each one still running its command line, without
+    a new start or warm-up (the gateway's recovery then adopts the jobs it holds).
     """
 
     def __init__(
@@ -93,7 +137,7 @@ class Supervisor:
         *,
         environ: Mapping[str, str],
         settings: SupervisionSettings | None = None,
-        spawn: Spawn = ChildProcess,
+        spawn: Spawn | None = None,
         port_for: Callable[[], int] = free_port,
         vram_of: VramOf = emulated_vram,
         probe: ReadyProbe = http_ready,
@@ -104,7 +148,7 @@ class Supervisor:
         self.layout = layout
         self.environ = dict(environ)
         self.settings = settings or SupervisionSettings()
-        self.spawn = spawn
+        self.spawn = spawn or self._kept
         self.port_for = port_for
         self.vram_of = vram_of
         self.probe = probe
@@ -115,6 +159,7 @@ class Supervisor:
         self._sinks: list[EventSink] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._lease = Lease(self.lease_path)
         self._stopped = False
 
     # -- the operator's and the gateway's verbs ----------------------------------------------
@@ -137,9 +182,14 @@ class Supervisor:
     async def start_all(self) -> list[WorkerHandle]:
         """Start every worker; returns once each is ready, refused, or past its first try."""
         self._make_dirs()
+        self._lease.start()
         self.handles = [self._build(spec) for spec in self.specs]
         for worker in self.workers.values():
-            if worker.phase is not Phase.FAILED:
+            if worker.phase is Phase.FAILED:
+                continue
+            if isinstance(worker.process, KeptProcess) and worker.process.adopt():
+                self._start_task(worker, self._adopt(worker))
+            else:
                 self._launch(worker)
         starting = [w.bring_up_task for w in self.workers.values() if w.bring_up_task]
         await asyncio.gather(*starting)
@@ -149,6 +199,11 @@ class Supervisor:
         """Run the reconcile loop in the background (after `start_all`)."""
         if self._task is None and not self._stopped:
             self._task = asyncio.create_task(self.run(), name="supervisor")
+
+    @property
+    def lease_path(self) -> Path:
+        """Touched while this supervisor runs: the keepers' sign of a living gateway."""
+        return self.layout.root / "gateway.lease"
 
     async def run(self) -> None:
         while not self._stopped:
@@ -210,6 +265,7 @@ class Supervisor:
         if self._task is not None:
             await self._task
             self._task = None
+        self._lease.stop()
         grace = self.settings.stop_grace_s if grace_s is None else grace_s
         running = [w for w in self.workers.values() if w.phase is not Phase.STOPPED]
         await asyncio.gather(*(self._stop_run(worker, grace) for worker in running))
@@ -238,10 +294,28 @@ class Supervisor:
         return worker.restart_at_s is None or self.clock() >= worker.restart_at_s
 
     def _launch(self, worker: ManagedWorker) -> None:
+        self._start_task(worker, self._bring_up(worker))
+
+    def _start_task(self, worker: ManagedWorker, bring_up: Coroutine[Any, Any, None]) -> None:
         worker.phase = Phase.STARTING
-        worker.bring_up_task = asyncio.create_task(
-            self._bring_up(worker), name=f"bring-up-{worker.name}"
+        worker.bring_up_task = asyncio.create_task(bring_up, name=f"bring-up-{worker.name}")
+
+    async def _adopt(self, worker: ManagedWorker) -> None:
+        """A worker the previous gateway left running: ready as soon as it answers (it was
+        warm); one that does not answer is replaced by a fresh start."""
+        worker.adopted()
+        try:
+            await worker.wait_answering(ADOPT_TIMEOUT_S, self.probe)
+        except ProcessStartError as exc:
+            log.warning("worker %s: adopted process unusable (%s); restarting", worker.name, exc)
+            await asyncio.to_thread(worker.process.kill)
+            await self._bring_up(worker)
+            return
+        worker.mark_ready(())
+        log.info(
+            "worker %s adopted (pid %s) at %s", worker.name, worker.process.pid, worker.handle.url
         )
+        await self._emit(worker, LifecycleKind.READY, reason="adopted")
 
     async def _bring_up(self, worker: ManagedWorker) -> None:
         """Spawn (in the loop's thread: the child's parent-death signal follows it), wait
@@ -317,7 +391,7 @@ class Supervisor:
     def _build(self, spec: WorkerSpec) -> WorkerHandle:
         if spec.url is not None:
             return WorkerHandle(spec=spec, url=spec.url.rstrip("/"), ready=True)
-        port = spec.port or self.port_for()
+        port = spec.port or recorded_port(self._keeping(spec.name).record) or self.port_for()
         url = f"http://127.0.0.1:{port}"
         plan, refusal = self._plan(spec)
         launched = dataclasses.replace(spec, args=plan.args) if plan else spec
@@ -326,12 +400,13 @@ class Supervisor:
         else:
             argv, cwd = comfyui_argv(launched, port, self.layout), spec.comfyui
         output = LogCapture(
-            self.layout.root / spec.name / "worker.log",
+            self._keeping(spec.name).log,
             max_bytes=self.settings.log_max_bytes,
             backups=self.settings.log_backups,
+            owner=False,  # the keeper writes it
         )
         env = worker_env(spec, self.environ)
-        process = self.spawn(argv, env=env, cwd=cwd, output=output)
+        process = self.spawn(argv, env=env, cwd=cwd, output=output, port=port)
         handle = WorkerHandle(spec=spec, url=url, process=process)
         worker = ManagedWorker(
             handle, process, client=ComfyClient(url), output=output, plan=plan,
@@ -341,6 +416,28 @@ class Supervisor:
             worker.fail(refusal)
         self.workers[spec.name] = worker
         return handle
+
+    def _keeping(self, name: str) -> Keeping:
+        return Keeping(
+            lease=self.lease_path,
+            record=self.layout.root / name / "keeper.json",
+            log=self.layout.root / name / "worker.log",
+            grace_s=self.settings.orphan_grace_s,
+            log_max_bytes=self.settings.log_max_bytes,
+            log_backups=self.settings.log_backups,
+        )
+
+    def _kept(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | None,
+        output: LogCapture,
+        port: int,
+    ) -> ChildProcess:
+        name = output.path.parent.name
+        return KeptProcess(argv, self._keeping(name), port=port, env=env, cwd=cwd)
 
     def _plan(self, spec: WorkerSpec) -> tuple[LaunchPlan | None, str | None]:
         try:

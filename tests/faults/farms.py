@@ -24,6 +24,7 @@ from gateway.serve import make_supervisor
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from tests.integration.conftest import CHECKPOINTS
 from workers.ports import free_port
+from workers.process import alive
 from workers.supervisor import FarmLayout, Supervisor
 from workers.telemetry import Telemetry
 
@@ -187,15 +188,6 @@ def _wait_ready(gateway: GatewayProcess, timeout_s: float) -> None:
                 pass
             time.sleep(0.05)
     raise AssertionError(f"gateway not ready in {timeout_s}s:\n{gateway.log()}")
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead but not yet reaped, does not count)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:

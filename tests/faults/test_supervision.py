@@ -20,7 +20,6 @@ from tests.faults.farms import (
     FAST,
     TOKEN,
     Farm,
-    alive,
     emulated,
     farm_settings,
     gateway_process,
@@ -276,14 +275,3 @@ async def test_sigterm_drains_running_jobs_and_returns_the_rest_to_the_queue(
             assert done["failures"] == 0
         history = (await farm.http.get("/history")).json()
         assert sorted(history) == sorted(ids)
-
-
-def test_a_sigkilled_gateway_leaves_no_worker_behind(redis_url: str, tmp_path: Path) -> None:
-    config = _write_config(tmp_path / "farm.toml", ["k0", "k1"])
-    with gateway_process(config, redis_url, tmp_path / "node") as gateway:
-        workers = httpx.get(gateway.url + "/gateway/workers", headers=AUTH).json()["workers"]
-        pids = [w["pid"] for w in workers]
-        assert len(pids) == 2 and all(alive(pid) for pid in pids)
-        gateway.process.send_signal(signal.SIGKILL)
-        gateway.process.wait()
-    assert wait_gone(pids) == [], "orphan workers after SIGKILL of the gateway"
