@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.models import JobRecord, JobState
@@ -120,6 +121,62 @@ def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) 
         },
         "meta": {},
     }
+
+
+STATUS_KINDS = frozenset(
+    {"execution_start", "execution_cached", "execution_success", "execution_error",
+     "execution_interrupted"}
+)  # fmt: skip
+"""The events ComfyUI keeps in an entry's `status.messages`."""
+
+
+@dataclass
+class Heard:
+    """A run's history entry as its events told it, for when the worker ended the run
+    (`executing` null) but died before the gateway read the entry it wrote: the job ran, and
+    sending it again would run it twice."""
+
+    messages: list[list[Any]] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def hear(self, kind: str, data: Mapping[str, Any]) -> None:
+        if kind in STATUS_KINDS:
+            self.messages.append([kind, dict(data)])
+        elif kind == "executed" and isinstance(data.get("output"), dict):
+            node = str(data.get("node"))
+            self.outputs[node] = data["output"]
+            self.meta[node] = {
+                "node_id": node,
+                "display_node": data.get("display_node", node),
+                "parent_node": None,
+                "real_node_id": node,
+            }
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run's terminal event (success or error) was heard."""
+        return any(m[0] in ("execution_success", "execution_error") for m in self.messages)
+
+    def entry(self, job: JobRecord) -> dict[str, Any]:
+        success = self.messages[-1][0] == "execution_success" if self.messages else False
+        item = [
+            _number(job.number),
+            job.job_id,
+            _sendable(job.prompt_json),
+            public_extra_data(job.extra_json),
+            _sendable(job.outputs_json),
+        ]
+        return {
+            "prompt": item,
+            "outputs": dict(self.outputs),
+            "status": {
+                "status_str": "success" if success else "error",
+                "completed": success,
+                "messages": [list(m) for m in self.messages],
+            },
+            "meta": dict(self.meta),
+        }
 
 
 def _sendable(stored: str) -> Any:

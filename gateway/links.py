@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gateway.history import Heard
 from gateway.learning import Finished, Knowledge, NodeClock, cache_slots, learn, shifted
 from gateway.models import JobRecord
 from gateway.scheduler.speed import SpeedEstimate
@@ -50,6 +51,8 @@ class Held:
     ended: bool = False
     """The worker announced its end (`executing` null); its history entry may be on its way.
     A crash after that is not its fault."""
+    heard: Heard = field(default_factory=Heard)
+    """Its entry as its events told it (used only if the worker dies before giving its own)."""
 
 
 @dataclass(frozen=True)

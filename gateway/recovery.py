@@ -242,6 +242,9 @@ class Recovery:
         elif verdict.found is Found.HELD:
             self._adopt(link, job, held, verdict.running)
             await self.store.renew([job.job_id])
+        elif verdict.found is Found.ABSENT and held.ended and held.heard.ended:
+            # It ended (we heard it) and its worker died before we read its entry.
+            await self.outcomes.complete(link, job.job_id, held, held.heard.entry(job))
         elif crashed and (verdict.found is Found.ABSENT or not link.handle.alive()):
             await self._crashed(link, job, held)
         elif verdict.found is Found.ABSENT:

@@ -126,6 +126,7 @@ class Relay:
             return
         self.link.last_progress_s = self.clock()
         self._time(held, kind, data)
+        held.heard.hear(str(kind), data)
         if kind == EventKind.EXECUTING and data.get("node") is None:
             await self._finished(prompt_id, held)
             return

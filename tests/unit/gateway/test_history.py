@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gateway.history import entry_state, gateway_entry, namespace_output, split_namespace
+from gateway.history import (
+    Heard,
+    entry_state,
+    gateway_entry,
+    namespace_output,
+    split_namespace,
+)
 from gateway.models import JobRecord, JobState, Placement
 
 
@@ -65,3 +71,27 @@ def test_entry_state_tells_interrupted_from_error() -> None:
     failed = {"status": {"status_str": "error", "messages": [["execution_error", {}]]}}
     assert entry_state(interrupted) is JobState.INTERRUPTED
     assert entry_state(failed) is JobState.ERROR
+
+
+def test_an_entry_heard_from_events_is_the_one_the_worker_would_have_written() -> None:
+    heard = Heard()
+    image = {"filename": "a.png", "subfolder": "", "type": "output"}
+    heard.hear("execution_start", {"prompt_id": "j1", "timestamp": 1})
+    heard.hear("executing", {"node": "9", "prompt_id": "j1"})  # not kept in an entry
+    heard.hear("executed", {"node": "9", "display_node": "9", "output": {"images": [image]}})
+    assert not heard.ended
+    heard.hear("execution_success", {"prompt_id": "j1", "timestamp": 2})
+    assert heard.ended
+    entry = gateway_entry(heard.entry(record()), record(), "sim0")
+    assert entry["prompt"][:2] == [7, "j1"] and entry["prompt"][3] == {"client_id": "c1"}
+    assert entry["outputs"]["9"]["images"][0]["subfolder"] == "sim0"
+    assert [m[0] for m in entry["status"]["messages"]] == ["execution_start", "execution_success"]
+    assert entry_state(entry) is JobState.SUCCESS
+    assert entry["meta"]["9"]["node_id"] == "9"
+
+
+def test_an_entry_heard_ending_in_an_error_is_an_error() -> None:
+    heard = Heard()
+    heard.hear("execution_error", {"prompt_id": "j1", "exception_message": "boom"})
+    entry = heard.entry(record())
+    assert entry_state(entry) is JobState.ERROR and not entry["status"]["completed"]
