@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
@@ -49,7 +50,7 @@ async def models(ctx: Ctx) -> Response:
 
 @router.get("/models/{folder}")
 async def models_folder(folder: str, ctx: Ctx) -> Response:
-    answers = await _ask_all(ctx, f"/models/{folder}")
+    answers = await _ask_all(ctx, f"/models/{quote(folder, safe='')}")
     if not answers:
         return Response(status_code=404)  # ComfyUI: a bare 404 for an unknown folder
     return JSONResponse(sorted(_union(body for _, body in answers)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from urllib.parse import quote
 
 import httpx
 from fastapi import APIRouter, Request, Response
@@ -64,7 +65,7 @@ async def forward(path: str, request: Request, ctx: Ctx) -> Response:
         upstream = await stack.enter_async_context(
             link.client.stream(
                 request.method,
-                request.url.path,
+                _raw_path(request),
                 params=request.url.query,
                 headers=headers,
                 content=body or None,
@@ -77,6 +78,13 @@ async def forward(path: str, request: Request, ctx: Ctx) -> Response:
         ) from None
     kept = {k: v for k, v in upstream.headers.items() if k.lower() not in NOT_RETURNED}
     return StreamingResponse(_raw(upstream, stack), status_code=upstream.status_code, headers=kept)
+
+
+def _raw_path(request: Request) -> str:
+    """The path as the client sent it, percent-escapes kept (the decoded one may hold
+    characters no URL can carry)."""
+    raw = request.scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) and raw else quote(request.url.path)
 
 
 async def _raw(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncIterator[bytes]:

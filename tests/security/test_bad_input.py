@@ -149,3 +149,13 @@ async def test_a_100_kb_query_string_on_an_unknown_route_is_414(
 async def test_history_takes_huge_integers(gateway: httpx.AsyncClient, query: str) -> None:
     answer = await gateway.get(f"/history?{query}")
     assert answer.status_code == 200, answer.text[:300]
+
+
+@pytest.mark.parametrize("path", ["/models/%15%12%C3%87", "/api/models/a%00b", "/no-such/%1Fx"])
+async def test_control_characters_in_a_path_are_no_server_error(
+    gateway: httpx.AsyncClient, path: str
+) -> None:
+    """Found by fuzzing the OpenAPI description: such a path, decoded, is no valid URL to
+    send on to a worker."""
+    answer = await gateway.get(path)
+    assert answer.status_code == 404, answer.text
