@@ -4,13 +4,26 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve test check lint bench browser
+.PHONY: serve test check lint bench browser constraints
 
-$(STAMP): pyproject.toml
+# Every dependency, runtime and dev, is pinned in constraints.txt; the image installs with it too.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# Re-resolve pyproject.toml's ranges in a fresh venv and pin what it installs.
+LOCK_VENV := .venv-lock
+constraints:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install -q '.[dev]'
+	{ echo "# Pinned versions of every dependency, runtime and dev (make constraints rewrites it)."; \
+	  echo "# Used by make's install step and by the Dockerfile: pip install -c constraints.txt"; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --exclude comfy-gateway; } > constraints.txt
+	rm -rf $(LOCK_VENV)
 
 serve: $(STAMP)
 	$(BIN)/comfy-gateway serve $(ARGS)
