@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from gateway.auth import OPEN_PATHS
+from gateway.settings import resolve_workers
 from tests.deploy.files import (
     FARM_TOML,
     K8S,
@@ -24,6 +26,7 @@ from tests.deploy.files import (
 )
 
 K8S_VERSION = kubernetes_validate.latest_version()
+VAR_REF = re.compile(r"\$\((\w+)\)")
 OBJECTS = list(k8s_documents())
 
 
@@ -116,6 +119,35 @@ def test_the_environment_names_real_settings_and_existing_secret_keys() -> None:
                 assert ref["key"] in secret["stringData"]
     env = {e["name"] for e in gateway_container()["env"]}
     assert {"COMFY_GATEWAY_AUTH_TOKEN", "COMFY_GATEWAY_REDIS_URL"} <= env
+
+
+def pod_environment(node: str) -> dict[str, str]:
+    """The gateway container's plain variables as the kubelet expands them on `node` (the
+    Secret's values are not known here: references to them stay as written)."""
+    values = {"NODE_NAME": node}
+    for entry in gateway_container()["env"]:
+        if "value" in entry:
+            values[entry["name"]] = VAR_REF.sub(
+                lambda m: values.get(m.group(1), m.group(0)), entry["value"]
+            )
+    return values
+
+
+def test_each_node_names_one_worker_per_gpu_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpus = int(gateway_container()["resources"]["limits"]["nvidia.com/gpu"])
+    text = k8s_object("ConfigMap", "comfy-gateway-farm")["data"]["farm.toml"]
+    names = []
+    for node in ("gpu-node-a", "ip-10-0-3-7.ec2.internal"):
+        env = pod_environment(node)
+        monkeypatch.setenv("COMFY_GATEWAY_WORKERS", env["COMFY_GATEWAY_WORKERS"])
+        monkeypatch.setenv("COMFY_GATEWAY_COMFYUI", "/comfyui")  # the image's
+        workers = resolve_workers(settings_from(text, tmp_path), visible_gpus=(0,))
+        assert [w.gpu for w in workers] == list(range(gpus))
+        assert all(w.comfyui == Path("/comfyui") for w in workers)
+        names += [w.name for w in workers]
+    assert len(set(names)) == len(names) == 2 * gpus
 
 
 def test_the_gateway_runs_on_gpu_nodes_with_gpus_and_without_root() -> None:
