@@ -27,7 +27,11 @@ from tests.deploy.files import (
 COMPOSE = DEPLOY / "compose.yaml"
 DURATION = re.compile(r"^(\d+)s$")
 # `docker compose config` needs these set (the file refuses to start without them).
-REQUIRED_ENV = {"COMFY_GATEWAY_AUTH_TOKEN": "t0ken", "GRAFANA_ADMIN_PASSWORD": "pw"}
+REQUIRED_ENV = {
+    "COMFY_GATEWAY_AUTH_TOKEN": "t0ken",
+    "GRAFANA_ADMIN_PASSWORD": "pw",
+    "COMFYUI_DIR": "/opt/ComfyUI",
+}
 
 
 def compose() -> dict[str, Any]:
@@ -43,8 +47,12 @@ def bind_sources(name: str) -> dict[str, str]:
     """Container path -> host path of a service's bind mounts (named volumes left out)."""
     binds = {}
     for volume in service(name).get("volumes", []):
+        if isinstance(volume, dict):
+            if volume["type"] == "bind":
+                binds[volume["target"]] = volume["source"]
+            continue
         source, target = volume.split(":")[:2]
-        if source.startswith((".", "/", "$")):
+        if source.startswith((".", "/")):
             binds[target] = source
     return binds
 
@@ -90,8 +98,9 @@ def test_the_gateway_command_parses_and_names_the_mounted_farm_file(tmp_path: Pa
     settings_from(FARM_TOML.read_text(), tmp_path)
 
 
-def test_the_gateway_gets_the_gpus_and_time_to_drain(tmp_path: Path) -> None:
+def test_the_gateway_gets_the_gpus_the_models_and_time_to_drain(tmp_path: Path) -> None:
     gateway = service("gateway")
+    assert bind_sources("gateway")["/comfyui/models"].endswith("}/models")
     (devices,) = gateway["deploy"]["resources"]["reservations"]["devices"]
     assert devices["driver"] == "nvidia"
     assert "gpu" in devices["capabilities"]
