@@ -57,7 +57,7 @@ ARG COMFYUI_PIP_ARGS=""
 USER root
 COPY --from=comfyui --exclude=.git --exclude=models --exclude=output --exclude=input \
     --exclude=temp --exclude=user . /comfyui
-RUN python -m venv /opt/comfyui \
+RUN /usr/local/bin/python -m venv /opt/comfyui \
     && /opt/comfyui/bin/pip install --no-cache-dir ${COMFYUI_PIP_ARGS} -r /comfyui/requirements.txt \
     && mkdir -p /comfyui/models /comfyui/user \
     && chown gateway:gateway /comfyui/user
