@@ -15,7 +15,7 @@ entry ComfyUI wrote for it.
   Redis runs commands on one core, so its CPU seconds per job (`INFO cpu`) give the ceiling
   whatever the clients' speed: 1 / (CPU seconds per job) jobs per second.
 
-    python -m bench.redis_capacity [--jobs 600] [--out bench/results/redis_capacity.md]
+    python -m bench.redis_capacity [--jobs 400] [--out bench/results/redis_capacity.md]
 """
 
 from __future__ import annotations
@@ -392,8 +392,8 @@ async def measure_at_rest(server: EmbeddedRedis, jobs: int) -> list[AtRest]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.redis_capacity", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=600, help="jobs per throughput run")
-    parser.add_argument("--rest-jobs", type=int, default=200, help="jobs per at-rest row")
+    parser.add_argument("--jobs", type=int, default=400, help="jobs per throughput run")
+    parser.add_argument("--rest-jobs", type=int, default=150, help="jobs per at-rest row")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     machine = describe()
