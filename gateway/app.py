@@ -162,6 +162,7 @@ async def _resources(
     )
 
     async def accepted(job: NewJob) -> None:
+        the_farm.metrics.job_accepted(job.placement.checkpoint)
         # ComfyUI announces its longer queue before it answers, and before the prompt runs.
         await hub.announce_queue()
         if job.front or job.priority > 0 or job.number is not None:

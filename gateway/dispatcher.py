@@ -27,6 +27,7 @@ from gateway.estimated import FarmEstimates
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, Links, WorkerLink, WorkerState
+from gateway.metrics.recorded import Metrics
 from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
 from gateway.scheduler import cost, queue, takeback
@@ -71,6 +72,7 @@ class Dispatcher:
         capacity: int = 2,
         poll_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ):
         self.store = store
         self.links = links
@@ -80,7 +82,7 @@ class Dispatcher:
         """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
         self.poll_s = poll_s
         self.clock = clock
-        self.outcomes = Outcomes(store, hub, self.wake)
+        self.outcomes = Outcomes(store, hub, self.wake, metrics)
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()

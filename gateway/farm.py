@@ -23,6 +23,7 @@ from gateway.journal import Journal
 from gateway.links import Links, WorkerLink, WorkerState
 from gateway.liveness import Liveness, LivenessSettings
 from gateway.memory import Memory
+from gateway.metrics.recorded import Metrics
 from gateway.models import JobRecord, JobState
 from gateway.recovery import Found, Recovery, probe
 from gateway.relay import Relay
@@ -71,7 +72,10 @@ class Farm:
         quarantine_after: int = 2,
         liveness: LivenessSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ):
+        self.metrics = metrics or Metrics(store.now_ms)
+        """What this node counts for `/metrics` (`gateway.metrics`)."""
         self.store = store
         self.hub = hub
         self.links = links
@@ -80,7 +84,9 @@ class Farm:
         self.clock = clock
         self.supervisor = supervisor
         self.telemetry = telemetry
-        self.dispatcher = Dispatcher(store, links, policy, hub, capacity=capacity, clock=clock)
+        self.dispatcher = Dispatcher(
+            store, links, policy, hub, capacity=capacity, clock=clock, metrics=self.metrics
+        )
         self.outcomes = self.dispatcher.outcomes
         self.watchdog = Watchdog(
             self._recover,
@@ -88,6 +94,7 @@ class Farm:
             restart=self._restart_hung if supervisor is not None else None,
             interrupt_grace_s=interrupt_grace_s,
             clock=clock,
+            metrics=self.metrics,
         )
         self.recovery = Recovery(
             store,
@@ -106,7 +113,7 @@ class Farm:
         self.journal = Journal(journal_s, clock=clock)
         """What this node accepted lately, in case a Redis restart loses it."""
         self.restarts = RedisRestarts(
-            store, links, self.journal, self.dispatcher.paused, clock=clock
+            store, links, self.journal, self.dispatcher.paused, clock=clock, metrics=self.metrics
         )
         self.dispatcher.guard = self.restarts
         self.recovery.guard = self.restarts
@@ -157,7 +164,15 @@ class Farm:
             self.supervisor.start()
 
     def _start_relay(self, link: WorkerLink) -> None:
-        relay = Relay(link, self.store, self.hub, self.outcomes, self._connected, self.clock)
+        relay = Relay(
+            link,
+            self.store,
+            self.hub,
+            self.outcomes,
+            self._connected,
+            self.clock,
+            metrics=self.metrics,
+        )
         self._relays[link.name] = asyncio.create_task(relay.run(), name=f"relay-{link.name}")
 
     def reconnect(self, link: WorkerLink) -> None:
@@ -290,7 +305,7 @@ class Farm:
         """Stop this prompt only: drop it while it waits, interrupt it where it runs."""
         job = await self.store.get(job_id)
         if job is not None and job.state is JobState.PENDING:
-            if await self.store.cancel_pending(job_id):
+            if await self._cancel_pending(job_id):
                 self.hub.queue_changed()
                 return
             job = await self.store.get(job_id)
@@ -315,7 +330,7 @@ class Farm:
 
     async def delete(self, job_id: str) -> None:
         """POST /queue delete: remove a prompt that has not started, wherever it waits."""
-        if await self.store.cancel_pending(job_id):
+        if await self._cancel_pending(job_id):
             self.hub.queue_changed()
             return
         job = await self.store.get(job_id)
@@ -328,11 +343,17 @@ class Farm:
         ahead to a worker of this node (ComfyUI's clear empties its whole pending queue)."""
         cancelled = 0
         for job_id in await self.store.pending_ids():
-            cancelled += await self.store.cancel_pending(job_id)
+            cancelled += await self._cancel_pending(job_id)
         for link in self.links:
             for job_id in [j for j in link.held if j != link.running]:
                 await self.delete(job_id)
         self.hub.queue_changed()
+        return cancelled
+
+    async def _cancel_pending(self, job_id: str) -> bool:
+        cancelled = await self.store.cancel_pending(job_id)
+        if cancelled:
+            self.metrics.pending_cancelled()
         return cancelled
 
     async def _withdraw(

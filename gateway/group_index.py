@@ -82,6 +82,20 @@ class GroupIndex:
         self._check(int(reply[0]), sum(group.count for group in groups))
         return queue.ordered_groups(groups)
 
+    async def waiting_by_class(self) -> list[tuple[JobView, int]]:
+        """Each group's class (a job of it, as `queue.class_template`) and how many of its
+        jobs wait: two small reads, whatever the queue's length; the dispatcher's view of the
+        jobs shown is left alone."""
+        classes = await self.redis.hgetall(self.keys.queue_classes)
+        if not classes:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for group_key in classes:
+                pipe.zcard(group_key)
+            counts = await pipe.execute()
+        templates = [queue.class_template(str(class_key)) for class_key in classes.values()]
+        return [(job, int(n)) for job, n in zip(templates, counts, strict=True) if int(n)]
+
     def _group(self, item: Sequence[Any], shown: dict[str, _Shown]) -> JobGroup | None:
         """One group of a QUEUE_GROUPS reply; None when none of its jobs is left to show."""
         _, class_key, count, work_micro, arrivals_ms, ids, values = item

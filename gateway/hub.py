@@ -112,6 +112,14 @@ class Hub:
 
     # -- local sockets -----------------------------------------------------------------------
 
+    def client_sockets(self) -> list[ClientSocket]:
+        return [socket for sockets in self.sockets.values() for socket in sockets]
+
+    @property
+    def unsent(self) -> int:
+        """Events published here and not yet sent to Redis (for the other nodes)."""
+        return self._outbox.qsize()
+
     def attach(self, socket: ClientSocket) -> None:
         self.sockets.setdefault(socket.client_id, set()).add(socket)
 
@@ -225,7 +233,7 @@ class Hub:
 
     def _recipients(self, client_id: str) -> list[ClientSocket]:
         if client_id == BROADCAST:
-            return [socket for sockets in self.sockets.values() for socket in sockets]
+            return self.client_sockets()
         return list(self.sockets.get(client_id, ()))
 
     def _broadcast_status(self, queue_remaining: int) -> None:

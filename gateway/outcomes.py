@@ -19,8 +19,9 @@ from gateway.events import text_frame
 from gateway.history import entry_state, error_entry, gateway_entry
 from gateway.hub import Hub
 from gateway.jobs import JobStore
-from gateway.learning import finished
+from gateway.learning import Finished, finished
 from gateway.links import Held, WorkerLink
+from gateway.metrics.recorded import Metrics
 from gateway.models import JobRecord, JobState
 from workers.comfy.messages import EventKind
 
@@ -29,10 +30,17 @@ TERMINAL_KINDS = frozenset({EventKind.EXECUTION_SUCCESS, EventKind.EXECUTION_ERR
 
 
 class Outcomes:
-    def __init__(self, store: JobStore, hub: Hub, wake: Callable[[], None]):
+    def __init__(
+        self,
+        store: JobStore,
+        hub: Hub,
+        wake: Callable[[], None],
+        metrics: Metrics | None = None,
+    ):
         self.store = store
         self.hub = hub
         self.wake = wake
+        self.metrics = metrics or Metrics(store.now_ms)
         self.on_end: Callable[[str], None] = _ignore
         """Told the id of each job that ended here (ran, failed, cancelled, given up)."""
 
@@ -61,11 +69,14 @@ class Outcomes:
             )
         else:
             entry = gateway_entry(worker_entry, job, link.name)
-        applied = await self._finish(link, job_id, held, entry)
+        applied = await self._finish(link, job, held, entry)
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
-        _learn(link, job, held)
+        done = _learn(link, job, held)
+        if applied and done is not None:
+            cached = len(held.clock.cached) if held.clock is not None else 0
+            self.metrics.models_used(link.name, held.checkpoint, done.loader_cached, cached)
         if applied:
             log.info(
                 "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
@@ -113,7 +124,7 @@ class Outcomes:
         state: JobState,
     ) -> bool:
         self.on_end(job.job_id)
-        applied = await self._finish(link, job.job_id, held, entry, state)
+        applied = await self._finish(link, job, held, entry, state)
         self._forget(link, job.job_id)
         if applied and held.client_id:
             error = entry["status"]["messages"][-1][1]
@@ -125,16 +136,24 @@ class Outcomes:
     async def _finish(
         self,
         link: WorkerLink,
-        job_id: str,
+        job: JobRecord,
         held: Held,
         entry: Mapping[str, Any],
         state: JobState | None = None,
     ) -> bool:
-        """The fenced final write (in `state`, else the entry's own). Fenced off because a
-        Redis restart lost this attempt's claim (Redis has it waiting, or not at all), the
-        claim is reasserted and it is written: else the job would be sent again although it
-        ran."""
+        """The fenced final write (in `state`, else the entry's own), counted once written."""
         state = state or entry_state(entry)
+        applied = await self._write_end(link, job.job_id, held, entry, state)
+        if applied:
+            self.metrics.job_ended(job, state, link.name, link.group)
+        return applied
+
+    async def _write_end(
+        self, link: WorkerLink, job_id: str, held: Held, entry: Mapping[str, Any], state: JobState
+    ) -> bool:
+        """Fenced off because a Redis restart lost this attempt's claim (Redis has it waiting,
+        or not at all), the claim is reasserted and it is written: else the job would be sent
+        again although it ran."""
         if await self.store.finish(job_id, link.name, held.attempt, state, entry):
             return True
         repaired = await self.store.reassert_held(
@@ -161,6 +180,7 @@ class Outcomes:
         )
         if link is not None:
             self._forget(link, job.job_id)
+        self._count_requeue(result, link_name, job, failed=failed, outcome=outcome, link=link)
         if result:
             log.info(
                 "job %s %s from %s (attempt %d, %s)",
@@ -179,11 +199,29 @@ class Outcomes:
         self.wake()
         return result
 
+    def _count_requeue(
+        self,
+        result: int,
+        link_name: str,
+        job: JobRecord,
+        *,
+        failed: bool,
+        outcome: str,
+        link: WorkerLink | None,
+    ) -> None:
+        """Requeued (1): a retry or a re-dispatch; given up (2): the job ended in error."""
+        if result == 1:
+            self.metrics.job_requeued(link_name, outcome, failed=failed)
+        elif result == 2:
+            self.metrics.job_ended(job, JobState.ERROR, link_name, _group(link, job))
+
     async def cancel(self, link: WorkerLink | None, job: JobRecord) -> bool:
         self.on_end(job.job_id)
         if link is not None:
             self._forget(link, job.job_id)
         ok = await self.store.cancel_held(job.job_id, job.worker or "", job.attempt)
+        if ok:
+            self.metrics.job_ended(job, JobState.CANCELLED, job.worker or "", _group(link, job))
         self.hub.queue_changed()
         return ok
 
@@ -225,12 +263,19 @@ def _ignore(job_id: str) -> None:
     pass
 
 
-def _learn(link: WorkerLink, job: JobRecord, held: Held) -> None:
+def _group(link: WorkerLink | None, job: JobRecord) -> str:
+    return link.group if link is not None else job.placement.group or ""
+
+
+def _learn(link: WorkerLink, job: JobRecord, held: Held) -> Finished | None:
     """What the job taught about the worker; never at the cost of the job's answer."""
     try:
-        link.learn(finished(job.job_view(), _prompt_of(job), held.clock))
+        done = finished(job.job_view(), _prompt_of(job), held.clock)
+        link.learn(done)
     except Exception:
         log.exception("learning from job %s on %s failed", job.job_id, link.name)
+        return None
+    return done
 
 
 def _prompt_of(job: JobRecord) -> Mapping[str, Any]:

@@ -238,7 +238,8 @@ class Recovery:
     ) -> None:
         held = link.held.get(job.job_id) or _held_from(job)
         if verdict.found is Found.FINISHED:
-            await self.outcomes.complete(link, job.job_id, held, verdict.entry)
+            if await self.outcomes.complete(link, job.job_id, held, verdict.entry):
+                self.outcomes.metrics.recovered.labels(link.name, "finished").inc()
         elif verdict.found is Found.HELD:
             self._adopt(link, job, held, verdict.running)
             await self.store.renew([job.job_id])
@@ -271,6 +272,7 @@ class Recovery:
         if job.job_id not in link.held:
             log.info("job %s adopted on %s (attempt %d)", job.job_id, link.name, job.attempt)
             link.hold(job.job_id, held)
+            self.outcomes.metrics.recovered.labels(link.name, "adopted").inc()
         if running and link.running != job.job_id:
             link.running = job.job_id
         if held.sid != link.sid:

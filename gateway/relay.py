@@ -28,6 +28,7 @@ from gateway.history import namespace_output
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Held, WorkerLink, WorkerState
+from gateway.metrics.recorded import Metrics
 from gateway.outcomes import TERMINAL_KINDS, Outcomes
 from workers.client import Frame, WorkerError
 from workers.comfy.messages import EventKind
@@ -58,7 +59,9 @@ class Relay:
         outcomes: Outcomes,
         on_connect: Reconcile,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ):
+        self.metrics = metrics or Metrics()
         self.link = link
         self.store = store
         self.hub = hub
@@ -125,6 +128,7 @@ class Relay:
         if held is None:
             return
         self.link.last_progress_s = self.clock()
+        self.metrics.relay_event(self.link.name, data.get("timestamp"))
         self._time(held, kind, data)
         held.heard.hear(str(kind), data)
         if kind == EventKind.EXECUTING and data.get("node") is None:

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from gateway.jobs import JobStore
 from gateway.journal import Journal
 from gateway.links import Links
+from gateway.metrics.recorded import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,9 @@ class RedisRestarts:
         *,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ):
+        self.metrics = metrics or Metrics()
         self.store = store
         self.links = links
         self.journal = journal
@@ -114,6 +117,9 @@ class RedisRestarts:
             restored = await self._restore_accepted()
             # The scripts keep it in step, so only a copy from an older gateway lacks it.
             await self.store.index.ensure()
+        self.metrics.redis_repairs.inc()
+        self.metrics.redis_repaired_jobs.labels("reasserted").inc(reasserted)
+        self.metrics.redis_repaired_jobs.labels("restored").inc(restored)
         log.warning(
             "redis restarted (run_id %s, was %s): %d held jobs reasserted, "
             "%d accepted jobs restored",

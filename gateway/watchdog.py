@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway.links import WorkerLink
+from gateway.metrics.recorded import Metrics
 from gateway.recovery import Found, probe
 from workers.client import WorkerError
 
@@ -39,7 +40,9 @@ class Watchdog:
         restart: RestartFor | None = None,
         interrupt_grace_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ):
+        self.metrics = metrics or Metrics()
         self.recover = recover
         self.reconnect = reconnect
         self.restart = restart
@@ -49,6 +52,7 @@ class Watchdog:
     async def examine(self, link: WorkerLink) -> None:
         """Probe a silent worker and act on what it says (see the module docstring)."""
         quiet_s = self.clock() - link.quiet_since_s()
+        self.metrics.stalls.labels(link.name).inc()
         log.warning(
             "worker %s silent for %.1fs holding %s; probing", link.name, quiet_s, sorted(link.held)
         )
@@ -65,6 +69,7 @@ class Watchdog:
         process, or abandon its jobs where this node does not own it, without the probes of
         `examine` (each would wait for a timeout)."""
         log.warning("worker %s hung holding %s: %s", link.name, sorted(link.held), reason)
+        self.metrics.hangs.labels(link.name).inc()
         await self._unresponsive(link, f"hung: {reason}")
         link.last_progress_s = self.clock()
 

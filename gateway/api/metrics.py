@@ -1,4 +1,4 @@
-"""`GET /metrics`: Prometheus text format."""
+"""`GET /metrics`: Prometheus text format (`gateway.metrics`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gateway.context import Ctx
-from gateway.metrics import render
+from gateway.metrics.scraped import render
 
 router = APIRouter()
 
 
 @router.get("/metrics")
 async def metrics(ctx: Ctx) -> Response:
-    return Response(await render(ctx.farm, ctx.store), media_type=CONTENT_TYPE_LATEST)
+    body = await render(ctx.farm, ctx.store, ctx.hub, ctx.redis_health)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -6,7 +6,7 @@ from types import MappingProxyType
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gateway.metrics import _Computed, gpu_families
+from gateway.metrics.scraped import _Computed, gpu_families
 from gateway.status import telemetry_fields, vram_of
 from workers.telemetry import GpuSample, TelemetrySnapshot
 
