@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
-from gateway.api import compat, farm, files, info, metrics, proxy, ws
+from gateway.api import compat, dashboard, farm, files, info, metrics, proxy, ws
 from gateway.auth import TokenGuard
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
@@ -94,6 +94,7 @@ def create_app(
         app.include_router(router)
         app.include_router(router, prefix="/api")
     app.include_router(farm.router)
+    app.include_router(dashboard.router)
     app.include_router(metrics.router)
     app.include_router(proxy.router)  # last: whatever no other route takes
     app.add_middleware(TokenGuard, token=settings.auth_token)

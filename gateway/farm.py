@@ -282,6 +282,7 @@ class Farm:
             "draining": link.draining,
             "node": self.node,
             "running": link.running,
+            "progress": _progress(link),
             "held": sorted(link.held),
             "last_checkpoint": link.last_checkpoint,
             "resident": list(link.resident),
@@ -374,3 +375,9 @@ class Farm:
     def any_ready(self) -> WorkerLink | None:
         ready = self.links.ready()
         return ready[0] if ready else None
+
+
+def _progress(link: WorkerLink) -> list[int] | None:
+    """[value, max] of the running job's sampler steps, when it reported any."""
+    held = link.held.get(link.running) if link.running else None
+    return list(held.progress) if held is not None and held.progress else None

@@ -48,6 +48,8 @@ class Held:
     """When this node sent it (or adopted it): the watchdog's clock starts there."""
     clock: NodeClock | None = None
     """Its node times from `executing` transitions, once it started here."""
+    progress: tuple[int, int] | None = None
+    """Its latest `progress` (value, max): the steps of the sampler that runs."""
     ended: bool = False
     """The worker announced its end (`executing` null); its history entry may be on its way.
     A crash after that is not its fault."""

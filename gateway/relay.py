@@ -142,6 +142,8 @@ class Relay:
             self._background(self.store.mark_started(prompt_id, held.attempt))
             # ComfyUI announces its queue as a prompt leaves it, just before execution_start.
             await self.hub.announce_queue(always=True)
+        elif kind == EventKind.PROGRESS:
+            held.progress = _steps(data)
         elif kind == EventKind.EXECUTED and isinstance(data.get("output"), dict):
             data = {**data, "output": namespace_output(data["output"], self.link.name)}
             message = {"type": kind, "data": data}
@@ -186,3 +188,10 @@ class Relay:
             log.warning("history of %s from %s unavailable: %s", prompt_id, self.link.name, exc)
             return
         await self.outcomes.complete(self.link, prompt_id, held, entry)
+
+
+def _steps(data: dict[str, Any]) -> tuple[int, int] | None:
+    value, most = data.get("value"), data.get("max")
+    if isinstance(value, int) and isinstance(most, int) and most > 0:
+        return value, most
+    return None

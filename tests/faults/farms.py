@@ -144,6 +144,19 @@ async def _served(app: Any) -> AsyncIterator[str]:
         await task
 
 
+def write_config(path: Path, names: list[str], **extra: object) -> Path:
+    """A config file for `comfy-gateway serve`: `FAST` with `extra`, emulated workers `names`."""
+    given = {**FAST, **extra}
+    lines = [f"{k} = {v!r}" for k, v in given.items() if not isinstance(v, dict) and v is not None]
+    lines += ["[restart]", *(f"{k} = {v!r}" for k, v in FAST["restart"].items())]
+    checkpoints = ", ".join(f'"{c}"' for c in CHECKPOINTS)
+    for name in names:
+        lines += ["[[workers]]", f'name = "{name}"', 'emulate = "rtx4070ti"']
+        lines += [f"checkpoints = [{checkpoints}]"]
+    path.write_text("\n".join(lines).replace("'", '"') + "\n")
+    return path
+
+
 @dataclass
 class GatewayProcess:
     url: str

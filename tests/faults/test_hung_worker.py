@@ -19,13 +19,13 @@ import pytest
 
 from tests.faults.farms import (
     AUTH,
-    FAST,
     Farm,
     emulated,
     farm_settings,
     gateway_process,
     supervised_gateway,
     wait_gone,
+    write_config,
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
@@ -135,18 +135,6 @@ async def test_a_worker_hung_on_a_job_is_restarted_within_seconds_and_the_job_co
         assert (await farm.job(prompt_id))["attempts"][0]["worker"] == victim
 
 
-def _write_config(path: Path, names: list[str], **extra: object) -> Path:
-    given = {**FAST, **extra}
-    lines = [f"{k} = {v!r}" for k, v in given.items() if not isinstance(v, dict) and v is not None]
-    lines += ["[restart]", *(f"{k} = {v!r}" for k, v in FAST["restart"].items())]
-    checkpoints = ", ".join(f'"{c}"' for c in CHECKPOINTS)
-    for name in names:
-        lines += ["[[workers]]", f'name = "{name}"', 'emulate = "rtx4070ti"']
-        lines += [f"checkpoints = [{checkpoints}]"]
-    path.write_text("\n".join(lines).replace("'", '"') + "\n")
-    return path
-
-
 DRAIN_S, STOP_S = 1.0, 1.0
 MARGIN_S = 2.5
 
@@ -154,7 +142,7 @@ MARGIN_S = 2.5
 async def test_sigterm_with_a_hung_worker_exits_within_drain_and_stop_grace(
     redis_url: str, tmp_path: Path
 ) -> None:
-    config = _write_config(
+    config = write_config(
         tmp_path / "farm.toml", ["w0", "w1"], drain_grace_s=DRAIN_S, stop_grace_s=STOP_S,
         hang_after_s=60.0, time_scale=0.2, **QUICK,
     )  # fmt: skip

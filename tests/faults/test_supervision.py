@@ -17,7 +17,6 @@ import pytest
 
 from tests.faults.farms import (
     AUTH,
-    FAST,
     TOKEN,
     Farm,
     emulated,
@@ -25,6 +24,7 @@ from tests.faults.farms import (
     gateway_process,
     supervised_gateway,
     wait_gone,
+    write_config,
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, start_emulators, stop_emulators, txt2img
@@ -227,25 +227,10 @@ async def test_an_operator_restarts_drains_and_resumes_a_worker(
         assert (await client.wait(waiting))["status"]["status_str"] == "success"
 
 
-def _write_config(path: Path, names: list[str], **extra: object) -> Path:
-    lines = [f"{key} = {value!r}" for key, value in {**_flat(FAST), **extra}.items()]
-    lines += ["[restart]", *(f"{k} = {v!r}" for k, v in FAST["restart"].items())]
-    for name in names:
-        checkpoints = ", ".join(f'"{c}"' for c in CHECKPOINTS)
-        lines += ["[[workers]]", f'name = "{name}"', 'emulate = "rtx4070ti"']
-        lines += [f"checkpoints = [{checkpoints}]"]
-    path.write_text("\n".join(lines).replace("'", '"') + "\n")
-    return path
-
-
-def _flat(values: dict[str, object]) -> dict[str, object]:
-    return {key: value for key, value in values.items() if not isinstance(value, dict)}
-
-
 async def test_sigterm_drains_running_jobs_and_returns_the_rest_to_the_queue(
     redis_url: str, tmp_path: Path
 ) -> None:
-    config = _write_config(tmp_path / "farm.toml", ["w0", "w1"], drain_grace_s=15.0)
+    config = write_config(tmp_path / "farm.toml", ["w0", "w1"], drain_grace_s=15.0)
     with gateway_process(config, redis_url, tmp_path / "node1") as gateway:
         async with httpx.AsyncClient(base_url=gateway.url, timeout=10, headers=AUTH) as http:
             client = ComfyStyleClient(gateway.url, token=TOKEN)
