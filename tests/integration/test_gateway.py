@@ -26,6 +26,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
+from tests.integration.prometheus import samples_of, value
 from workers.supervisor import FarmLayout, WorkerHandle
 
 
@@ -361,6 +362,10 @@ async def test_a_redis_restart_that_lost_writes_loses_no_job_and_runs_none_twice
                 assert await _index_agrees(direct, keys)
             finally:
                 await direct.aclose()
+            metrics = samples_of((await client.http.get("/metrics")).text)
+            assert value(metrics, "comfy_gateway_redis_repairs_total") == 1
+            assert value(metrics, "comfy_gateway_redis_repaired_jobs_total", how="reasserted") == 1
+            assert value(metrics, "comfy_gateway_redis_repaired_jobs_total", how="restored") == 1
             await client.http.aclose()
         await _assert_ran_once(emulators, ids)
     finally:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
+from tests.faults.farms import TOKEN
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import (
     CHECKPOINTS,
@@ -19,6 +20,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
+from tests.integration.prometheus import samples_of, value
 from workers.supervisor import FarmLayout, WorkerHandle
 
 BOUNDED_LABELS = frozenset(
@@ -36,19 +38,6 @@ def two_groups(farm_layout: FarmLayout) -> Iterator[list[WorkerHandle]]:
         yield handles
     finally:
         stop_emulators(handles)
-
-
-def samples_of(text: str) -> list[Sample]:
-    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
-
-
-def value(samples: list[Sample], name: str, **labels: str) -> float:
-    """The sum of the samples `name` whose labels include `labels`."""
-    return sum(
-        s.value
-        for s in samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 async def test_metrics_count_the_jobs_that_ran_by_outcome_worker_and_group(
@@ -109,3 +98,46 @@ async def test_metrics_count_the_jobs_that_ran_by_outcome_worker_and_group(
     for sample in samples:
         assert set(sample.labels) <= BOUNDED_LABELS, sample
         assert not ids & set(sample.labels.values()), sample
+
+
+async def test_waiting_jobs_show_by_model_in_the_dashboard_data_and_the_metrics(
+    redis_url: str, tmp_path: Path, two_groups: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    settings = gateway_settings(redis_url, tmp_path, auth_token=TOKEN)
+    async with running_gateway(settings, two_groups, farm_layout.input_dir) as url:
+        client = ComfyStyleClient(url, token=TOKEN)
+        for worker in ("m0", "m1"):
+            drained = await client.http.post(f"/gateway/workers/{worker}/drain")
+            assert drained.status_code == 200, drained.text
+        sd15, sdxl = CHECKPOINTS[0], CHECKPOINTS[2]
+        prompts = [txt2img(sd15, "q", seed=1), txt2img(sd15, "q", seed=2), txt2img(sdxl, "q")]
+        ids = [await client.queue_prompt(p) for p in prompts]
+
+        dashboard = (await client.http.get("/gateway/dashboard.json")).json()
+        assert dashboard["queue"] == [{"model": sd15, "jobs": 2}, {"model": sdxl, "jobs": 1}]
+        assert [w["name"] for w in dashboard["workers"]] == ["m0", "m1"]
+        samples = samples_of((await client.http.get("/metrics")).text)
+        assert value(samples, "comfy_gateway_jobs", state="pending") == 3
+        assert value(samples, "comfy_gateway_queue_jobs", family="sd15") == 2
+        assert value(samples, "comfy_gateway_queue_jobs", family="sdxl") == 1
+        assert value(samples, "comfy_gateway_worker_state", state="draining") == 2
+
+        deleted = await client.http.post("/queue", json={"delete": [ids[2]]})
+        assert deleted.status_code == 200, deleted.text
+        samples = samples_of((await client.http.get("/metrics")).text)
+        assert value(samples, "comfy_gateway_jobs_finished_total", outcome="cancelled") == 1
+        assert value(samples, "comfy_gateway_queue_jobs", family="sdxl") == 0
+        live = await first_event(client, "/gateway/events")
+        assert live["queue"] == [{"model": sd15, "jobs": 2}]
+        await client.http.aclose()
+
+
+async def first_event(client: ComfyStyleClient, path: str) -> dict[str, Any]:
+    """The first `data:` of a server-sent event stream, as JSON."""
+    async with client.http.stream("GET", path) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        async for line in stream.aiter_lines():
+            if line.startswith("data: "):
+                event: dict[str, Any] = json.loads(line.removeprefix("data: "))
+                return event
+    raise AssertionError(f"{path} ended without an event")
