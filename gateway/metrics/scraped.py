@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 from gateway.farm import Farm
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.links import Links
 from gateway.metrics.recorded import PREFIX
 from gateway.models import JobState
 from gateway.redis_keeper import RedisHealth
@@ -45,7 +46,7 @@ async def render(
     telemetry = farm.telemetry.snapshot() if farm.telemetry is not None else None
     families = [
         *worker_families(farm),
-        *await job_families(farm, store),
+        *await job_families(farm.links, store),
         *gpu_families(telemetry),
         *socket_families(hub),
         *redis_families(redis_health),
@@ -82,7 +83,7 @@ def worker_families(farm: Farm) -> list[Metric]:
     return [state, info, held, running, resident, restarts]
 
 
-async def job_families(farm: Farm, store: JobStore) -> list[Metric]:
+async def job_families(links: Links, store: JobStore) -> list[Metric]:
     """Jobs by state: pending is the farm's queue (the same on every node), assigned and
     running are this node's workers' (they add up over the nodes)."""
     up = _gauge("redis_up", "1 when Redis answered this scrape")
@@ -93,8 +94,8 @@ async def job_families(farm: Farm, store: JobStore) -> list[Metric]:
         return [up]
     up.add_metric([], 1)
     jobs = _gauge("jobs", "Jobs not finished, by state", ["state"])
-    running = sum(1 for link in farm.links if link.running)
-    held = sum(len(link.held) for link in farm.links)
+    running = sum(1 for link in links if link.running)
+    held = sum(len(link.held) for link in links)
     jobs.add_metric([JobState.PENDING.value], reads.pending)
     jobs.add_metric([JobState.ASSIGNED.value], held - running)
     jobs.add_metric([JobState.RUNNING.value], running)

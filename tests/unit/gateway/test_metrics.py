@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gateway.metrics.scraped import _Computed, gpu_families
+from gateway.jobs import JobStore
+from gateway.keys import Keys
+from gateway.links import Links
+from gateway.metrics.scraped import _Computed, gpu_families, job_families
 from gateway.status import telemetry_fields, vram_of
+from workers.ports import free_port
 from workers.telemetry import GpuSample, TelemetrySnapshot
 
 
@@ -57,3 +62,14 @@ def test_a_slots_vram_is_its_smallest_cards() -> None:
     assert vram_of(SNAPSHOT, (0, 1)) == (81000.0, 81559)
     assert vram_of(SNAPSHOT, (2,)) is None
     assert vram_of(None, (0,)) is None
+
+
+async def test_a_scrape_while_redis_is_down_says_so_and_leaves_the_queue_out() -> None:
+    redis = aioredis.Redis(port=free_port(), socket_connect_timeout=1)
+    try:
+        families = await job_families(Links([]), JobStore(redis, Keys()))
+    finally:
+        await redis.aclose()
+    assert [(f.name, [s.value for s in f.samples]) for f in families] == [
+        ("comfy_gateway_redis_up", [0.0])
+    ]
