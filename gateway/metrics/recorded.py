@@ -195,10 +195,9 @@ class Metrics:
             _observe(self.total, labels, seconds.total_s)
         self.recent.append(Finish(now_ms, state.value, worker, seconds))
 
-    def pending_cancelled(self, count: int = 1) -> None:
-        """Jobs cancelled before any worker had them (no worker, group or family)."""
-        if count:
-            self.finished.labels(JobState.CANCELLED.value, "", "", "").inc(count)
+    def pending_cancelled(self) -> None:
+        """A job cancelled before any worker had it (no worker, group or family)."""
+        self.finished.labels(JobState.CANCELLED.value, "", "", "").inc()
 
     def observe_phases(
         self, phases_s: Mapping[str, float], *, worker: str, group: str, checkpoint: str | None

@@ -17,18 +17,22 @@ DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "dashboard.png"
 """Written with COMFY_GATEWAY_SCREENSHOTS=1 (the README's picture); else under the test's tmp."""
 
 
+def queue_job(url: str, checkpoint: str, seed: int, **size: int) -> str:
+    body = {"prompt": txt2img(checkpoint, "dash", seed=seed, **size), "client_id": "dashboard"}
+    answer = httpx.post(f"{url}/prompt", json=body, headers=AUTH, timeout=10)
+    assert answer.status_code == 200, answer.text
+    prompt_id: str = answer.json()["prompt_id"]
+    return prompt_id
+
+
 def run_job(url: str, checkpoint: str, seed: int) -> str:
     """One prompt through the gateway, waited for until it is in history."""
-    with httpx.Client(base_url=url, headers=AUTH, timeout=10) as http:
-        body = {"prompt": txt2img(checkpoint, "dash", seed=seed), "client_id": "dashboard-test"}
-        answer = http.post("/prompt", json=body)
-        assert answer.status_code == 200, answer.text
-        prompt_id: str = answer.json()["prompt_id"]
-        with httpx.Client(base_url=url, headers=AUTH, timeout=30) as poll:
-            for _ in range(600):
-                if prompt_id in poll.get(f"/history/{prompt_id}").json():
-                    return prompt_id
-                poll.get("/readyz")  # paces the loop on a round trip, not on a sleep
+    prompt_id = queue_job(url, checkpoint, seed)
+    with httpx.Client(base_url=url, headers=AUTH, timeout=30) as poll:
+        for _ in range(600):
+            if prompt_id in poll.get(f"/history/{prompt_id}").json():
+                return prompt_id
+            poll.get("/readyz")  # paces the loop on a round trip, not on a sleep
     raise AssertionError(f"{prompt_id} never finished")
 
 
@@ -48,6 +52,8 @@ def test_the_dashboard_shows_the_cards_and_a_finished_job(
         row = browser_page.wait_for_selector(f'#recent tr[data-prompt="{prompt_id}"]')  # type: ignore[attr-defined]
         assert "success" in row.text_content()
         browser_page.wait_for_selector("#live:not(.off)")  # type: ignore[attr-defined]
+        queue_job(gateway.url, CHECKPOINTS[2], seed=9, steps=2000, size=512)  # runs on
+        browser_page.wait_for_selector(".card .progress")  # type: ignore[attr-defined]
         tiles = browser_page.query_selector_all(".card")  # type: ignore[attr-defined]
         assert len(tiles) == 2
         shown = browser_page.query_selector_all("#recent tbody tr")  # type: ignore[attr-defined]
