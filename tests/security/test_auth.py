@@ -28,6 +28,9 @@ REFUSED_WITHOUT_TOKEN = [
     ("GET", "/gateway/workers/bad0"),
     ("GET", "/gateway/jobs/nothing"),
     ("GET", "/metrics"),
+    ("GET", "/gateway/"),  # the dashboard, its data and its event stream
+    ("GET", "/gateway/dashboard.json"),
+    ("GET", "/gateway/events"),
     ("GET", "/internal/logs"),  # proxied to a worker
     ("POST", "/free"),  # proxied to a worker
     ("GET", "/"),  # the web frontend, proxied
