@@ -43,8 +43,8 @@ async def queue_by_model(store: JobStore) -> list[dict[str, Any]]:
 
 
 async def recent_jobs(farm: Farm, store: JobStore) -> list[dict[str, Any]]:
-    """The latest finished jobs, newest first, each as history's gateway block (phases too,
-    once the job record carries them) with its checkpoint."""
+    """The latest finished jobs, newest first, each as history's gateway block (with its phase
+    ledger, once jobs carry one: the page draws its phases) and its checkpoint."""
     ids = list(reversed(await store.history_ids(-RECENT_JOBS, -1)))
     groups = farm.groups()
     jobs = []

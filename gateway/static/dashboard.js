@@ -70,10 +70,19 @@ function renderQueue(queue) {
   document.getElementById("queue-empty").hidden = queue.length > 0;
 }
 
+function ledgerPhases(job) {
+  // The phase ledger of the history entry's gateway block (queue, dispatch, then execution by
+  // node class), when the job has one.
+  const ledger = job.ledger;
+  if (!ledger || typeof ledger.phases !== "object" || !ledger.phases) return null;
+  const phases = [["queue", ledger.queue_s], ["dispatch", ledger.dispatch_s], ...Object.entries(ledger.phases)];
+  return phases.filter(([, s]) => typeof s === "number" && s > 0);
+}
+
 function timeBars(job) {
-  // The ledger's phases when the job record has them; else queue and execution from its stamps.
-  if (job.phases && typeof job.phases === "object" && Object.keys(job.phases).length) {
-    return Object.entries(job.phases).map(([phase, s], i) => [s, "", PHASE_COLOURS[i % PHASE_COLOURS.length], `${phase} ${seconds(s)} s`]);
+  const phases = ledgerPhases(job);
+  if (phases && phases.length) {
+    return phases.map(([phase, s], i) => [s, "", PHASE_COLOURS[i % PHASE_COLOURS.length], `${phase} ${seconds(s)} s`]);
   }
   const { enqueued_at_ms: queued, started_at_ms: started, finished_at_ms: finished } = job;
   if (!queued || !finished) return [];
@@ -99,10 +108,12 @@ function renderRecent(recent) {
       el("td", { class: "num" }, seconds(total(job))),
       el("td", {}, bar("time", parts)));
   }));
-  const phased = recent.some((job) => job.phases);
-  document.getElementById("legend").replaceChildren(phased ? "Bars: each phase of the job (hover for seconds)."
-    : el("span", {}, el("span", { class: "swatch phase-queue" }), "queue",
-      el("span", { class: "swatch phase-execution" }), "execution"));
+  const phased = recent.map(ledgerPhases).find((phases) => phases && phases.length);
+  const legend = phased
+    ? phased.map(([phase], i) => [phase, `background:${PHASE_COLOURS[i % PHASE_COLOURS.length]}`])
+    : [["queue", "background:#6e7681"], ["execution", "background:#58a6ff"]];
+  document.getElementById("legend").replaceChildren(...legend.map(([name, style]) =>
+    el("span", {}, el("span", { class: "swatch", style }), name)));
 }
 
 function bins(finishes, nowMs) {

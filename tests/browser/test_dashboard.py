@@ -17,6 +17,18 @@ DOCS_SCREENSHOT = Path(__file__).parents[2] / "docs" / "dashboard.png"
 """Written with COMFY_GATEWAY_SCREENSHOTS=1 (the README's picture); else under the test's tmp."""
 
 
+RENDER_A_LEDGER = """() => {
+  const job = {prompt_id: "p-ledger", state: "success", worker: "w", group: "g",
+    enqueued_at_ms: 1000, started_at_ms: 1600, finished_at_ms: 4000,
+    ledger: {queue_s: 0.5, dispatch_s: 0.1, phases: {load: 1.0, encode: 0, sample: 1.4}}};
+  render({now_ms: 5000, node: "n", workers: [], queue: [], finishes: [], recent: [job]});
+  const spans = document.querySelectorAll('#recent tr[data-prompt="p-ledger"] .bar span');
+  return [...spans].map((span) => span.title.split(" ")[0]);
+}"""
+"""A job whose history block carries the phase ledger, rendered by the page's own function:
+its bars are the ledger's phases (those that took time), not queue and execution."""
+
+
 def queue_job(url: str, checkpoint: str, seed: int, **size: int) -> str:
     body = {"prompt": txt2img(checkpoint, "dash", seed=seed, **size), "client_id": "dashboard"}
     answer = httpx.post(f"{url}/prompt", json=body, headers=AUTH, timeout=10)
@@ -62,4 +74,6 @@ def test_the_dashboard_shows_the_cards_and_a_finished_job(
         shot = DOCS_SCREENSHOT if wanted else tmp_path / "dashboard.png"
         browser_page.screenshot(path=str(shot), full_page=True)  # type: ignore[attr-defined]
         assert shot.stat().st_size > 0
+        bars = browser_page.evaluate(RENDER_A_LEDGER)  # type: ignore[attr-defined]
+        assert bars == ["queue", "dispatch", "load", "sample"]
     assert console.errors == []
