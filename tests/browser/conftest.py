@@ -31,8 +31,11 @@ class Console:
     messages: list[str] = field(default_factory=list)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """One Chromium per test module. Not per session: while Playwright's sync API is open it
+    runs an event loop in the main thread, and every async test after it would fail
+    ("Runner.run() cannot be called from a running event loop")."""
     executable = chromium_path()
     if executable is None:
         pytest.skip("no chromium on this machine (apt-get install chromium)")
