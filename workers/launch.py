@@ -38,7 +38,9 @@ class WorkerSpec:
     @property
     def gpu_indices(self) -> tuple[int, ...]:
         """The GPUs of its slot, as indices (empty when none or when given as UUIDs)."""
-        parts = [part.strip() for part in str(self.gpu or "").split(",") if part.strip()]
+        # GPU 0 is falsy: test for None, or the first card's slot would name no GPU.
+        slot = "" if self.gpu is None else str(self.gpu)
+        parts = [part.strip() for part in slot.split(",") if part.strip()]
         return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
 
 
