@@ -31,6 +31,9 @@ from workers.warmup import (
 
 log = logging.getLogger(__name__)
 
+PROBE_RUNS = 2
+"""Runs of the speed probe; only the last is timed (`_probe`)."""
+
 
 class WarmupError(RuntimeError):
     """The warm-up prompt was refused, failed, or did not finish in time."""
@@ -88,11 +91,16 @@ async def _probe(
     session: _Session, checkpoint: str, family: str, steps: int, timeout_s: float
 ) -> tuple[float, float] | None:
     """(work units, seconds of the non-loader nodes) of the speed probe; None when disabled
-    (`steps` 0) or when it failed, which must not fail the worker's start."""
+    (`steps` 0) or when it failed, which must not fail the worker's start.
+
+    The probe runs `PROBE_RUNS` times and the last run is timed: the first at the family's
+    native size still pays CUDA's first use of that shape (kernel selection, the VAE's first
+    decode at that size), which made an H200 look 5-8x slower than its warm jobs."""
     if steps <= 0:
         return None
     try:
-        node_s = await session.run(probe_prompt(checkpoint, family, steps=steps), timeout_s)
+        for _ in range(PROBE_RUNS):
+            node_s = await session.run(probe_prompt(checkpoint, family, steps=steps), timeout_s)
     except (TimeoutError, WorkerError, WarmupError) as exc:
         why = (str(exc) or type(exc).__name__)[:300]
         log.warning("speed probe of %s failed (%s); speeds come from jobs", checkpoint, why)

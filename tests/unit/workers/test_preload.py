@@ -103,6 +103,39 @@ async def test_a_failed_probe_only_leaves_the_result_without_one(
     assert "speed probe of A.safetensors failed" in caplog.text
 
 
+class FirstProbeSlow(ComfyClient):
+    """A client that makes the first probe run pay `hang_s` extra, as CUDA's first use of the
+    native size does on a real card."""
+
+    def __init__(self, url: str, hang_s: float):
+        super().__init__(url)
+        self.hang_s = hang_s
+        self.probes = 0
+
+    async def submit(self, prompt_id: str, prompt: Mapping[str, Any], **kwargs: Any) -> Any:
+        if prompt["4"]["inputs"]["width"] > 64:
+            self.probes += 1
+            if self.probes == 1:
+                async with httpx.AsyncClient(base_url=self.base_url) as http:
+                    await http.post("/emulator/faults", json={"hang_s": self.hang_s})
+        return await super().submit(prompt_id, prompt, **kwargs)
+
+
+async def test_the_probe_times_a_warm_run_not_the_first_at_the_native_size(
+    emulator: Running,
+) -> None:
+    hang_s = 1.0
+    client = FirstProbeSlow(emulator.url, hang_s)
+    try:
+        result = await warm_up(client, "A.safetensors", timeout_s=10, probe_steps=3)
+    finally:
+        await client.aclose()
+
+    assert client.probes >= 2
+    assert result.probe_s is not None
+    assert result.probe_s < hang_s / 2
+
+
 @pytest.fixture(scope="module")
 def rtx4070ti(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     work = tmp_path_factory.mktemp("probe")
