@@ -80,3 +80,28 @@ def test_one_outlier_does_not_move_the_estimate_far(
     after = observe(est, 10.0, times_off * before_s)
     assert after.predict_s(10.0) == pytest.approx(before_s, rel=moved)
     assert after.shifts == est.shifts  # one outlier is no new regime
+
+
+# An H200's SD1.5 job (512x512, 20 steps: 5.24 units) ran warm in 0.75 s; its speed probe
+# (10 steps), timed right after CUDA's start-up, took 2.6 s: a seed 5-6x too slow.
+JOB_UNITS, JOB_S = 5.24, 0.75
+PROBE_UNITS, COLD_PROBE_S = 2.62, 2.6
+
+
+@pytest.mark.parametrize("jobs", [3, 5, 12])
+def test_what_is_learned_does_not_depend_on_how_many_jobs_the_policy_sent(jobs: int) -> None:
+    # One policy sends a worker 3 jobs of the family, another 12: after a few, both must
+    # price the next job alike (it used to move at most 3x per drift shift, so the learned
+    # speed was the seed times 3 to the number of shifts the policy happened to cause).
+    est = seed(PROBE_UNITS, COLD_PROBE_S)
+    for _ in range(jobs):
+        est = observe(est, JOB_UNITS, JOB_S)
+    assert est.predict_s(JOB_UNITS) == pytest.approx(JOB_S, rel=0.15)
+
+
+def test_one_job_size_keeps_the_split_between_fixed_and_per_unit_time() -> None:
+    est = seed(JOB_UNITS, 1.0)
+    for _ in range(10):
+        est = observe(est, JOB_UNITS, 1.2)
+    assert est.fixed_s / est.predict_s(JOB_UNITS) == pytest.approx(0.2, abs=0.02)
+    assert est.predict_s(2 * JOB_UNITS) == pytest.approx(1.2 * 1.8, rel=0.05)
