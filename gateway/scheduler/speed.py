@@ -42,6 +42,9 @@ class Learning:
     """CUSUM threshold in log units."""
     rescale_limit: float = 20.0
     """The most an observation counts off the prediction for the level a shift rescales to."""
+    small_job: float = 0.25
+    """A job of less than this share of the mean work units seen is small: it never fires the
+    drift detector (its time is mostly the fixed part)."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,10 @@ def _fit(est: SpeedEstimate) -> SpeedEstimate:
     var_x = est.sum_xx / est.weight - mean_x * mean_x
     if var_x > 1e-6 * max(mean_x * mean_x, 1e-9):
         slope = (est.sum_xy / est.weight - mean_x * mean_y) / var_x
-        if slope > 0:
-            return replace(est, per_unit_s=slope, fixed_s=max(mean_y - slope * mean_x, 0.0))
+        if slope > 0 and mean_y - slope * mean_x >= 0:
+            return replace(est, per_unit_s=slope, fixed_s=mean_y - slope * mean_x)
+        if slope > 0:  # the line crosses below zero: the best line through the origin
+            return replace(est, per_unit_s=est.sum_xy / max(est.sum_xx, 1e-12), fixed_s=0.0)
     share = est.fixed_s / max(est.predict_s(mean_x), 1e-9)
     fixed = share * mean_y
     return replace(est, fixed_s=fixed, per_unit_s=(mean_y - fixed) / max(mean_x, 1e-9))
@@ -134,9 +139,10 @@ def observe(
     """The estimate after one warm job of `work_units` took `seconds` (load excluded): one
     observation moves the prediction by at most a share of `trust` times off."""
     predicted = max(est.predict_s(work_units), 1e-9)
-    est = _in_run(est, math.log(_bounded(seconds / predicted, learning.rescale_limit)), learning)
     ratio = _bounded(seconds / predicted, learning.clip)
-    est = _drifted(est, math.log(ratio), learning)
+    if not _small(est, work_units, learning):
+        off = math.log(_bounded(seconds / predicted, learning.rescale_limit))
+        est = _drifted(_in_run(est, off, learning), math.log(ratio), learning)
     if max(est.cusum_up, est.cusum_down) > learning.drift_limit:
         est = _new_regime(est, work_units, learning)
         predicted = max(est.predict_s(work_units), 1e-9)
@@ -162,9 +168,14 @@ def _in_run(est: SpeedEstimate, log_ratio: float, learning: Learning) -> SpeedEs
 def _new_regime(est: SpeedEstimate, work_units: float, learning: Learning) -> SpeedEstimate:
     """Forget the history, keep the shape, rescale to the run's mean level."""
     level = math.exp(est.run_log / est.run_count) if est.run_count else 1.0
-    per_unit = est.per_unit_s * level
-    fresh = SpeedEstimate(est.fixed_s * level, per_unit, shifts=est.shifts + 1)
+    fresh = SpeedEstimate(est.fixed_s * level, est.per_unit_s * level, shifts=est.shifts + 1)
     return _add(fresh, work_units, fresh.predict_s(work_units), learning.prior_weight)
+
+
+def _small(est: SpeedEstimate, work_units: float, learning: Learning) -> bool:
+    """A job far smaller than those seen so far (a 64x64 one-step one is all fixed time): it
+    says nothing of the card's pace, so it never fires the drift detector."""
+    return est.weight > 0 and work_units < learning.small_job * est.sum_x / est.weight
 
 
 def _bounded(ratio: float, limit: float) -> float:

@@ -105,3 +105,17 @@ def test_one_job_size_keeps_the_split_between_fixed_and_per_unit_time() -> None:
         est = observe(est, JOB_UNITS, 1.2)
     assert est.fixed_s / est.predict_s(JOB_UNITS) == pytest.approx(0.2, abs=0.02)
     assert est.predict_s(2 * JOB_UNITS) == pytest.approx(1.2 * 1.8, rel=0.05)
+
+
+def test_tiny_jobs_do_not_change_the_price_of_big_ones() -> None:
+    # On one H200 shared by two instances: a probe alone (0.42 s), jobs beside the other
+    # instance (1.4 s), so the fit's line went through zero fixed time; then 64x64 one-step
+    # jobs (0.004 units, 0.06 s: all fixed time) fired the drift detector and rescaled the
+    # per-unit speed 20x, to 0.13 units/s.
+    shared_s = 1.4
+    est = seed(PROBE_UNITS, 0.42)
+    for _ in range(8):
+        est = observe(est, JOB_UNITS, shared_s)
+    for _ in range(4):
+        est = observe(est, 0.004, 0.06)
+    assert est.predict_s(JOB_UNITS) == pytest.approx(shared_s, rel=0.15)
