@@ -31,6 +31,8 @@ from gateway.links import Links, WorkerLink
 from gateway.liveness import LivenessSettings
 from gateway.models import NewJob
 from gateway.origin import OriginGuard
+from gateway.peers.client import PeerClient
+from gateway.peers.membership import Membership
 from gateway.redis_keeper import RedisHealth
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
@@ -179,6 +181,20 @@ async def _resources(
                 kind="draining",
             )
 
+    membership = Membership(
+        store,
+        links,
+        catalog,
+        the_farm.outcomes,
+        node=node,
+        url=settings.advertised_url,
+        ttl_s=settings.node_ttl_s,
+        local_lanes=the_farm.dispatcher.lanes,
+    )
+    the_farm.dispatcher.remote_lanes = membership.lanes
+    the_farm.dispatcher.standing = lambda: membership.standing
+    peers = PeerClient(node, settings.auth_token, timeout_s=settings.worker_request_timeout_s)
+
     acceptor = Acceptor(
         store,
         catalog,
@@ -191,10 +207,13 @@ async def _resources(
     try:
         await telemetry.start()
         await hub.start()
+        await membership.start()
         await the_farm.start()
-        yield Context(settings, store, hub, the_farm, catalog, acceptor)
+        yield Context(settings, store, hub, the_farm, catalog, acceptor, membership, peers)
     finally:
         await the_farm.stop()
+        await membership.stop()
+        await peers.aclose()
         await telemetry.stop()
         await hub.stop()
         await redis.aclose()

@@ -16,6 +16,8 @@ from gateway.farm import Farm
 from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.peers.client import PeerClient
+from gateway.peers.membership import Membership
 from gateway.redis_keeper import RedisHealth
 from gateway.settings import Settings
 from gateway.validation import FarmCatalog
@@ -29,6 +31,10 @@ class Context:
     farm: Farm
     catalog: FarmCatalog
     acceptor: Acceptor
+    membership: Membership
+    """This node in the farm, and what it knows of the other nodes."""
+    peers: PeerClient
+    """Requests to the other nodes."""
     redis_health: Callable[[], RedisHealth] | None = None
     """The embedded Redis' supervision (None: Redis is given by URL, not ours to restart)."""
     file_roots: FileRoots = field(default_factory=FileRoots)

@@ -94,6 +94,11 @@ class Dispatcher:
         """What is believed of each worker's speeds and loads, estimates included."""
         self.guard: Guard | None = None
         """Asked before each round of `run`: none while Redis is down or being repaired."""
+        self.remote_lanes: Callable[[], tuple[WorkerView, ...]] = tuple
+        """The other nodes' workers (`gateway.peers`): lanes the policy counts, that this node
+        never assigns to. A job the policy gives to one is left for its node to claim."""
+        self.standing: Callable[[], bool] = lambda: True
+        """False while this node may have lapsed from the farm: no claims meanwhile."""
 
     def wake(self) -> None:
         self._wake.set()
@@ -157,7 +162,7 @@ class Dispatcher:
         now_s = self.store.clock()
         # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
         # worker that frees soon rather than load it elsewhere.
-        workers = tuple(self._view(link) for link in self.links.accepting())
+        workers = self.lanes() + self._farm_lanes()
         snapshot = queue.snapshot_of(now_s, groups, workers, {})
         # At most half of what `arrived` remembers: a job it forgot would count again.
         shown = snapshot.jobs[: learning.SEEN_LIMIT // 2]
@@ -172,7 +177,17 @@ class Dispatcher:
         """Jobs shown per group: as many as the free slots of the whole farm could take in one
         round (at least 8, at most `queue.HEAD_JOBS`); the rest count in the aggregates."""
         slots = sum(link.free_slots(self.capacity) for link in self.links)
+        slots += sum(view.free_slots for view in self._farm_lanes())
         return min(max(slots, 8), queue.HEAD_JOBS)
+
+    def lanes(self) -> tuple[WorkerView, ...]:
+        """This node's accepting workers as the policy sees them."""
+        return tuple(self._view(link) for link in self.links.accepting())
+
+    def _farm_lanes(self) -> tuple[WorkerView, ...]:
+        """The other nodes' lanes, for a policy that binds late (an early binder's choice
+        depends on its own history, which other nodes do not share)."""
+        return () if binds_early(self.policy) else self.remote_lanes()
 
     async def _decide(self, snapshot: Snapshot) -> list[Assignment]:
         """The policy's assignments; a large decision is made on a thread, so the event loop
@@ -248,6 +263,8 @@ class Dispatcher:
             return 0
         if self.guard is not None and self.guard.suspected:
             return 0  # Redis may have restarted and lost claims: repair it first
+        if not self.standing():
+            return 0  # the other nodes may be taking over this node's jobs
         why = assignment.why.as_dict() if assignment.why else None
         job = await self.store.claim(assignment.job_id, link.name, why)
         if job is None:

@@ -80,6 +80,7 @@ class JobStore:
         self._claim = redis.register_script(scripts.CLAIM)
         self._finish = redis.register_script(scripts.FINISH)
         self._requeue = redis.register_script(scripts.REQUEUE)
+        self._take_over = redis.register_script(scripts.TAKE_OVER)
         self._start = redis.register_script(scripts.START)
         self._cancel_pending = redis.register_script(scripts.CANCEL_PENDING)
         self._cancel_held = redis.register_script(scripts.CANCEL_HELD)
@@ -275,8 +276,10 @@ class JobStore:
         failed: bool,
         outcome: str,
         give_up_entry: Mapping[str, Any],
+        owner_lapsed: bool = False,
     ) -> int:
-        """Back to the queue (1), or ended after too many failures (2); 0 when fenced off."""
+        """Back to the queue (1), or ended after too many failures (2); 0 when fenced off.
+        With `owner_lapsed`, only while the node owning `worker` has lapsed (else 0)."""
         args: list[Arg] = [
             job_id,
             attempt,
@@ -290,6 +293,10 @@ class JobStore:
             self.keys.entry(""),
         ]
         keys = [*self._fenced_keys(job_id, worker), *self.keys.queue_index]
+        if owner_lapsed:
+            keys.append(self.keys.worker_nodes)
+            args += [worker, self.keys.node("")]
+            return int(await shielded(self._take_over(keys=keys, args=args)))
         return int(await shielded(self._requeue(keys=keys, args=args)))
 
     async def cancel_pending(self, job_id: str) -> bool:

@@ -107,3 +107,23 @@ class Keys:
     def idempotency(self, key: str) -> str:
         """STRING: JSON {job_id, body_sha256} for an Idempotency-Key."""
         return f"{self.prefix}:idem:{key}"
+
+    @property
+    def nodes(self) -> str:
+        """SET of the names of gateway nodes that registered (live or lapsed: each one's
+        `node` key says which)."""
+        return f"{self.prefix}:nodes"
+
+    def node(self, name: str) -> str:
+        """STRING with a TTL: one gateway node's registration (JSON: url, workers, lanes,
+        catalogue digest), renewed by its heartbeat; gone once the node lapsed."""
+        return f"{self.prefix}:node:{name}"
+
+    def node_catalog(self, name: str) -> str:
+        """STRING with the node's TTL: JSON object_info of each of its workers, by name."""
+        return f"{self.prefix}:node:{name}:catalog"
+
+    @property
+    def worker_nodes(self) -> str:
+        """HASH worker name -> the node that owns it: who may settle the jobs it holds."""
+        return f"{self.prefix}:worker-nodes"

@@ -165,9 +165,17 @@ class Outcomes:
         return await self.store.finish(job_id, link.name, held.attempt, state, entry)
 
     async def requeue(
-        self, link_name: str, job: JobRecord, *, failed: bool, outcome: str, link: WorkerLink | None
+        self,
+        link_name: str,
+        job: JobRecord,
+        *,
+        failed: bool,
+        outcome: str,
+        link: WorkerLink | None,
+        owner_lapsed: bool = False,
     ) -> int:
-        """Back to the queue (or ended after too many failures); the old worker is forgotten."""
+        """Back to the queue (or ended after too many failures); the old worker is forgotten.
+        With `owner_lapsed`: a job of another node's worker, only while that node has lapsed."""
         message = f"gave up after {job.failures + 1} failed attempts (last: {outcome})"
         give_up = error_entry(job, self.store.now_ms(), message, "GatewayGaveUp")
         result = await self.store.requeue(
@@ -177,6 +185,7 @@ class Outcomes:
             failed=failed,
             outcome=outcome,
             give_up_entry=give_up,
+            owner_lapsed=owner_lapsed,
         )
         if link is not None:
             self._forget(link, job.job_id)

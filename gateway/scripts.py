@@ -354,3 +354,30 @@ end
 return missing
 """
 )
+
+# KEYS: as REQUEUE, then worker-nodes ; ARGV: as REQUEUE, then the worker, the node key prefix.
+# REQUEUE only while the node that owns the worker has lapsed (its key expired): a node that
+# is back, or a new node that took the worker over, settles the job itself.
+TAKE_OVER = (
+    """
+local owner = redis.call('HGET', KEYS[13], ARGV[11])
+if owner and redis.call('EXISTS', ARGV[12] .. owner) == 1 then return 0 end
+"""
+    + REQUEUE
+)
+
+# KEYS: node, nodes, worker-nodes ; ARGV: node name, record JSON, ttl ms, node key prefix,
+# then the node's worker names. Registers (or renews) the node unless one of its worker names
+# belongs to another live node: then returns that worker and its owner, and changes nothing.
+JOIN = """
+for i = 5, #ARGV do
+  local owner = redis.call('HGET', KEYS[3], ARGV[i])
+  if owner and owner ~= ARGV[1] and redis.call('EXISTS', ARGV[4] .. owner) == 1 then
+    return {ARGV[i], owner}
+  end
+end
+for i = 5, #ARGV do redis.call('HSET', KEYS[3], ARGV[i], ARGV[1]) end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('SADD', KEYS[2], ARGV[1])
+return {}
+"""

@@ -7,6 +7,7 @@ the environment themselves.
 from __future__ import annotations
 
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,12 @@ class Settings(BaseSettings):
     """Connections this node opens to Redis (each of its two pools); more concurrent commands
     wait for one, up to `redis_pool_timeout_s`."""
     redis_pool_timeout_s: float = Field(default=10.0, gt=0)
+    node_url: str | None = None
+    """Where the other gateway nodes reach this one (`/view` of its files, uploads,
+    interrupts); default `http://HOST:PORT`, with this host's name for a wildcard HOST."""
+    node_ttl_s: float = Field(default=10.0, gt=0)
+    """A node that has not renewed its registration for this long has left the farm: the
+    other nodes stop counting its workers and put back in the queue what they held."""
     data_dir: Path = Path(".data")
     appendfsync: str = "everysec"
     emulate: int | None = None
@@ -231,6 +238,15 @@ class Settings(BaseSettings):
     @property
     def max_prompt_bytes(self) -> int:
         return int(self.max_prompt_mib * 1024 * 1024)
+
+    @property
+    def advertised_url(self) -> str:
+        """This node's URL for the other nodes (`node_url`, else from `host` and `port`)."""
+        if self.node_url:
+            return self.node_url.rstrip("/")
+        host = socket.gethostname() if self.host in ("0.0.0.0", "::", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
 
     def supervision(self) -> SupervisionSettings:
         return SupervisionSettings(

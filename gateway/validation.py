@@ -23,11 +23,22 @@ class FarmCatalog:
         self.catalog = Catalog.merge({})
         self.object_info_json = b"{}"
         self._checks = file_checks(self._input_exists) if input_dir is not None else None
+        self._local: dict[str, Catalog] = {}
+        self._remote: dict[str, Catalog] = {}
 
     def update(self, object_infos: Mapping[str, Mapping[str, Any]]) -> None:
         """Rebuild from each worker's object_info, by worker name."""
-        parts = {name: Catalog.from_object_info(info) for name, info in object_infos.items()}
-        self.catalog = Catalog.merge(parts)
+        self._local = {name: Catalog.from_object_info(info) for name, info in object_infos.items()}
+        self._merge()
+
+    def update_remote(self, object_infos: Mapping[str, Mapping[str, Any]]) -> None:
+        """The workers of the other live nodes (`gateway.peers`), by worker name; this node's
+        own keep their own catalogue where a name is in both."""
+        self._remote = {name: Catalog.from_object_info(info) for name, info in object_infos.items()}
+        self._merge()
+
+    def _merge(self) -> None:
+        self.catalog = Catalog.merge({**self._remote, **self._local})
         self.object_info_json = json.dumps(self.catalog.object_info).encode()
 
     @property

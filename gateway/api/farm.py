@@ -140,6 +140,9 @@ async def readyz(ctx: Ctx) -> Response:
         await ctx.store.redis.ping()
     except Exception as exc:
         problems.append(f"redis unreachable: {exc}")
+    if not ctx.membership.standing:
+        reason = ctx.membership.problem or "its registration in Redis is not renewed"
+        problems.append(f"not claiming jobs: {reason}")
     if ctx.farm.draining:
         problems.append("draining: this gateway is shutting down")
     elif not ctx.farm.links.accepting():
