@@ -198,7 +198,7 @@ async def _resources(
     acceptor = Acceptor(
         store,
         catalog,
-        the_farm.groups,
+        membership.groups,
         accepted,
         admit=admit,
         journal=the_farm.journal,

@@ -30,6 +30,7 @@ from gateway.links import Held, Links, WorkerLink, WorkerState
 from gateway.metrics.recorded import Metrics
 from gateway.models import JobRecord
 from gateway.outcomes import Outcomes
+from gateway.peers.lanes import farm_lanes
 from gateway.scheduler import cost, queue, takeback
 from gateway.scheduler.demand import rates_at
 from gateway.scheduler.policy import Policy, binds_early, slots_per_worker
@@ -162,7 +163,7 @@ class Dispatcher:
         now_s = self.store.clock()
         # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
         # worker that frees soon rather than load it elsewhere.
-        workers = self.lanes() + self._farm_lanes()
+        workers = farm_lanes(self.lanes(), self._farm_lanes())
         snapshot = queue.snapshot_of(now_s, groups, workers, {})
         # At most half of what `arrived` remembers: a job it forgot would count again.
         shown = snapshot.jobs[: learning.SEEN_LIMIT // 2]

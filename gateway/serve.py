@@ -204,7 +204,10 @@ async def run(settings: Settings) -> int:
             len(handles),
             settings.redis_url,
         )
-        await GatewayServer(config, drain=_drainer(app, settings.drain_grace_s)).serve()
+        server = GatewayServer(config, drain=_drainer(app, settings.drain_grace_s))
+        await server.serve()
+        if not server.started:
+            return 1  # the app did not start (its error is logged): e.g. a worker name taken
     return 0
 
 

@@ -10,11 +10,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from gateway.context import Ctx, get_context, read_body, require_token
+from gateway.context import Context, Ctx, get_context, read_body, require_token
 from gateway.errors import BadRequest
 from gateway.history import gateway_block
 from gateway.links import WorkerLink
-from gateway.models import JobState
+from gateway.models import HELD, JobState
+from gateway.peers import forward
+from gateway.peers.client import from_peer
 from gateway.schemas import parse_id_list, parse_json
 from workers.client import WorkerError
 
@@ -60,6 +62,7 @@ async def post_queue(request: Request, ctx: Ctx) -> Response:
         await ctx.farm.clear_pending()
     for job_id in parse_id_list(data, "delete"):
         await ctx.farm.delete(job_id)
+        await _on_owner(request, ctx, job_id, "/queue", {"delete": [job_id]})
     return Response(status_code=200)
 
 
@@ -89,7 +92,7 @@ async def get_history_entry(prompt_id: str, ctx: Ctx) -> Response:
         return Response(_entries_json([prompt_id], [entry]), media_type=JSON)
     body = json.loads(entry)
     attempts = await ctx.store.attempts(prompt_id)
-    body["gateway"] = gateway_block(record, attempts, ctx.farm.groups())
+    body["gateway"] = gateway_block(record, attempts, ctx.membership.groups())
     return JSONResponse({prompt_id: body})
 
 
@@ -113,13 +116,33 @@ async def post_interrupt(request: Request, ctx: Ctx) -> Response:
         data = {}
     data = data if isinstance(data, dict) else {}
     if data.get("prompt_id"):
-        await ctx.farm.interrupt(str(data["prompt_id"]))
+        job_id = str(data["prompt_id"])
+        await ctx.farm.interrupt(job_id)
+        await _on_owner(request, ctx, job_id, "/interrupt", {"prompt_id": job_id})
         return Response(status_code=200)
     client_id = data.get("client_id") or request.query_params.get("clientId")
     client_id = client_id or request.query_params.get("client_id")
     if client_id:
         await ctx.farm.interrupt_client(str(client_id))
+        if not from_peer(request):
+            nodes = list(ctx.membership.peers.values())
+            await forward.post_each(ctx.peers, nodes, "/interrupt", {"client_id": client_id})
     return Response(status_code=200)
+
+
+async def _on_owner(
+    request: Request, ctx: Context, job_id: str, path: str, body: dict[str, Any]
+) -> None:
+    """The same request to the node whose worker holds the job, when it is another node's
+    (a request from another node is never passed on)."""
+    if from_peer(request):
+        return
+    job = await ctx.store.get(job_id)
+    if job is None or job.state not in HELD or not job.worker or ctx.farm.link(job.worker):
+        return
+    node = ctx.membership.node_of(job.worker)
+    if node is not None:
+        await forward.post_each(ctx.peers, [node], path, body)
 
 
 @router.post("/free")

@@ -23,6 +23,31 @@ async def workers(ctx: Ctx) -> Response:
     return JSONResponse({"workers": await ctx.farm.registry()})
 
 
+@router.get("/gateway/nodes")
+async def nodes(ctx: Ctx) -> Response:
+    """The gateway nodes of the farm: this one, and the live others as their last heartbeat
+    showed them (URL, workers and their states, seconds since)."""
+    membership = ctx.membership
+    now_ms = ctx.store.now_ms()
+    others = [
+        {
+            "name": peer.name,
+            "url": peer.url,
+            "workers": dict(peer.workers),
+            "heartbeat_age_s": round((now_ms - peer.heartbeat_ms) / 1000, 3),
+        }
+        for peer in membership.peers.values()
+    ]
+    this = {
+        "name": membership.node,
+        "url": membership.url,
+        "workers": {link.name: str(link.state) for link in ctx.farm.links},
+        "standing": membership.standing,
+        "problem": membership.problem,
+    }
+    return JSONResponse({"node": this, "others": others})
+
+
 @router.get("/gateway/workers/{name}")
 async def worker(name: str, ctx: Ctx) -> Response:
     """One worker; for a worker of this node, fresh, with the last lines of its log."""

@@ -23,6 +23,9 @@ from gateway.context import Context, Ctx, read_body
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
 from gateway.history import NAMESPACED_TYPES, namespace_output, split_namespace
 from gateway.links import WorkerLink
+from gateway.peers import forward
+from gateway.peers.client import PeerError, from_peer
+from gateway.peers.registry import NodeRecord
 from workers.client import WorkerError
 
 router = APIRouter()
@@ -115,8 +118,13 @@ async def _holds(link: WorkerLink, params: Mapping[str, str]) -> bool:
 
 @router.get("/view")
 async def view(request: Request, ctx: Ctx) -> Response:
+    asked = {k: v for k, v in request.headers.items() if k.lower() in CONDITIONAL_HEADERS}
     try:
         filename, kind, subfolder = _checked_view_params(dict(request.query_params))
+        node = _node_holding(ctx, kind, subfolder)
+        if node is not None:
+            params = dict(request.query_params)
+            return await forward.view(ctx.peers, node, params, asked, SAFE_HEADERS)
         link, upstream_subfolder = await _route(ctx, filename, kind, subfolder)
         if ctx.file_roots.escapes(kind, link.name, upstream_subfolder, filename):
             raise Forbidden("the file's real path leaves its folder", kind="forbidden")
@@ -128,7 +136,6 @@ async def view(request: Request, ctx: Ctx) -> Response:
         "type": kind,
         "subfolder": upstream_subfolder,
     }
-    asked = {k: v for k, v in request.headers.items() if k.lower() in CONDITIONAL_HEADERS}
     stack = AsyncExitStack()
     try:
         upstream = await stack.enter_async_context(link.client.view(params, asked))
@@ -143,6 +150,14 @@ async def view(request: Request, ctx: Ctx) -> Response:
     )
 
 
+def _node_holding(ctx: Context, kind: str, subfolder: str) -> NodeRecord | None:
+    """The other live node whose worker wrote the file (named first in `subfolder`)."""
+    if kind not in NAMESPACED_TYPES:
+        return None
+    worker, _ = split_namespace(subfolder)
+    return None if ctx.farm.link(worker) is not None else ctx.membership.node_of(worker)
+
+
 async def _stream(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncIterator[bytes]:
     async with stack:
         async for chunk in upstream.aiter_raw():
@@ -153,9 +168,11 @@ async def _stream(upstream: httpx.Response, stack: AsyncExitStack) -> AsyncItera
 async def upload_image(request: Request, ctx: Ctx) -> Response:
     link = _upload_target(ctx)
     body = await read_body(request, ctx.settings.max_body_bytes)
-    return await _forward_upload(
+    response = await _forward_upload(
         link, "/upload/image", body, request.headers.get("content-type", "")
     )
+    await _copy_to_peers(request, ctx, response)
+    return response
 
 
 @router.post("/upload/mask")
@@ -167,11 +184,50 @@ async def upload_mask(request: Request, ctx: Ctx) -> Response:
     async with _form(request, body) as form:
         ref = _original_ref(form.get("original_ref"))
         kind = str(ref.get("type", "output"))
+        node = _node_holding(ctx, kind, str(ref.get("subfolder", "")))
+        if node is not None:  # that node composes the mask and stores it
+            return await _upload_on(ctx, node, "/upload/mask", body, content_type)
         if kind in NAMESPACED_TYPES:
             filename, subfolder = str(ref["filename"]), str(ref.get("subfolder", ""))
             link, rest = await _route(ctx, filename, kind, subfolder)
             body, content_type = await _rebuilt(form, {**ref, "subfolder": rest})
-    return await _forward_upload(link, "/upload/mask", body, content_type)
+    response = await _forward_upload(link, "/upload/mask", body, content_type)
+    await _copy_to_peers(request, ctx, response)
+    return response
+
+
+async def _upload_on(
+    ctx: Context, node: NodeRecord, path: str, body: bytes, content_type: str
+) -> Response:
+    try:
+        upstream = await ctx.peers.post_form(node.url, path, body, content_type)
+    except PeerError as exc:
+        raise Unavailable(
+            f"gateway node {node.name} unavailable: {exc}", kind="node_unavailable"
+        ) from None
+    return Response(
+        upstream.content,
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type"),
+    )
+
+
+async def _copy_to_peers(request: Request, ctx: Context, response: Response) -> None:
+    """An input file stored here is stored on every other live node too (one that came
+    from another node is that node's copy: not passed on)."""
+    input_dir = ctx.file_roots.input_dir
+    peers = list(ctx.membership.peers.values())
+    if response.status_code != 200 or from_peer(request) or not peers:
+        return
+    answer = json.loads(bytes(response.body))
+    if input_dir is None or not isinstance(answer, dict) or answer.get("type") != "input":
+        return
+    name, subfolder = str(answer.get("name", "")), str(answer.get("subfolder", ""))
+    path = input_dir / subfolder / name
+    if not name or not path.resolve().is_relative_to(input_dir.resolve()):
+        return
+    data = await asyncio.to_thread(path.read_bytes)
+    await forward.copy_upload(ctx.peers, peers, name, subfolder, data)
 
 
 def _form(request: Request, body: bytes) -> Any:

@@ -12,10 +12,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from starlette.requests import Request
 
 log = logging.getLogger(__name__)
 
 PEER_HEADER = "x-comfy-gateway-node"
+
+
+def from_peer(request: Request) -> bool:
+    """Whether another gateway node sent this request (then it is never passed on)."""
+    return PEER_HEADER in request.headers
 
 
 class PeerError(Exception):
@@ -43,7 +49,7 @@ class PeerClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def post_json(self, url: str, path: str, body: Mapping[str, Any]) -> int:
+    async def post_json(self, url: str, path: str, body: Mapping[str, object]) -> int:
         """POST `body` to the node at `url`; its status."""
         response = await self._request("POST", url + path, json=dict(body))
         return response.status_code

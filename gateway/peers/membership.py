@@ -103,6 +103,11 @@ class Membership:
                     out.append(view)
         return tuple(out)
 
+    def groups(self) -> dict[str, str]:
+        """The config group of every worker of the farm (this node's and the live others')."""
+        out = {name: group for peer in self.peers.values() for name, group in peer.groups.items()}
+        return {**out, **{link.name: link.group for link in self.links}}
+
     def node_of(self, worker: str) -> NodeRecord | None:
         """The live node that owns `worker` (never this one)."""
         return next((peer for peer in self.peers.values() if worker in peer.workers), None)
@@ -163,6 +168,7 @@ class Membership:
             url=self.url,
             heartbeat_ms=self.store.now_ms(),
             workers={link.name: str(link.state) for link in self.links},
+            groups={link.name: link.group for link in self.links},
             lanes=[lane_record(view) for view in self.local_lanes()],
             catalog_digest=self._digest,
         )

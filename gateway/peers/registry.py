@@ -40,6 +40,8 @@ class NodeRecord:
     heartbeat_ms: int
     workers: Mapping[str, str] = field(default_factory=dict)
     """Its workers' names and states (`ready`, `starting`, ...)."""
+    groups: Mapping[str, str] = field(default_factory=dict)
+    """Its workers' config groups, by name."""
     lanes: Sequence[Mapping[str, Any]] = ()
     """What the placement policy sees of each accepting worker (`gateway.peers.lanes`)."""
     catalog_digest: str = ""
@@ -52,6 +54,7 @@ class NodeRecord:
                 "url": self.url,
                 "heartbeat_ms": self.heartbeat_ms,
                 "workers": dict(self.workers),
+                "groups": dict(self.groups),
                 "lanes": list(self.lanes),
                 "catalog_digest": self.catalog_digest,
             }
@@ -65,6 +68,7 @@ class NodeRecord:
             url=str(data["url"]),
             heartbeat_ms=int(data["heartbeat_ms"]),
             workers=dict(data.get("workers", {})),
+            groups=dict(data.get("groups", {})),
             lanes=list(data.get("lanes", [])),
             catalog_digest=str(data.get("catalog_digest", "")),
         )
