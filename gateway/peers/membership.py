@@ -115,8 +115,19 @@ class Membership:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Join the farm before any job is claimed; raises `NameTaken`."""
-        await self.registry.join(self._record())
+        """Join the farm before any job is claimed. A worker name that another node holds is
+        waited on for one TTL (that node may have just died: this one, restarted); raises
+        `NameTaken` when it is still held then."""
+        deadline_s = self.clock() + self.ttl_s + heartbeat_s(self.ttl_s)
+        while True:
+            try:
+                await self.registry.join(self._record())
+                break
+            except NameTaken as exc:
+                if self.clock() >= deadline_s:
+                    raise
+                log.info("%s; waiting for its registration to lapse", exc)
+                await asyncio.sleep(heartbeat_s(self.ttl_s))
         self.renewed_at_s = self.clock()
         log.info("node %s joined the farm at %s", self.node, self.url)
         self._task = tasks.spawn("membership", self.run)

@@ -71,5 +71,8 @@ async def test_a_prompt_running_on_another_node_is_listed_and_interrupted_throug
         assert interrupted.status_code == 200
         entry = await client.wait(prompt_id, timeout_s=20)
     assert entry["gateway"]["worker"] == "wb"
-    assert "execution_interrupted" in client.events_of(prompt_id), (client.events_of(prompt_id), entry["status"])
+    assert "execution_interrupted" in client.events_of(prompt_id), (
+        client.events_of(prompt_id),
+        entry["status"],
+    )
     assert entry["status"]["status_str"] == "error"
