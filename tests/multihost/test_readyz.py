@@ -1,0 +1,42 @@
+"""A node that loses Redis stops claiming and says so in /readyz; it rejoins when Redis is
+back."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.redis_server import EmbeddedRedis
+from tests.multihost.conftest import farm_nodes, node_process
+
+
+def until_ready(url: str, ready: bool, timeout_s: float = 15.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = httpx.get(url + "/readyz", timeout=5)
+        if (answer.status_code == 200) is ready:
+            body: dict[str, Any] = answer.json()
+            return body
+        assert time.monotonic() < deadline, f"/readyz never {'ready' if ready else 'not'}"
+        time.sleep(0.05)
+
+
+def test_a_node_without_redis_is_not_ready_and_not_claiming_then_rejoins(
+    tmp_path: Path,
+) -> None:
+    redis = EmbeddedRedis(tmp_path / "redis")
+    redis.start()
+    try:
+        with node_process(redis.url, tmp_path, "wa") as node:
+            redis.stop()
+            down = until_ready(node.url, False)
+            assert any("not claiming jobs" in problem for problem in down["problems"]), down
+            assert any("redis unreachable" in problem for problem in down["problems"]), down
+            redis.start()
+            until_ready(node.url, True)
+            assert farm_nodes(node.url)["node"]["standing"] is True
+    finally:
+        redis.stop()
