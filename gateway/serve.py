@@ -19,6 +19,7 @@ from gateway import tasks
 from gateway.app import create_app
 from gateway.data_dir_lock import DataDirBusy, DataDirLock
 from gateway.http_protocol import uvicorn_options
+from gateway.peers.identity import node_name
 from gateway.redis_keeper import RedisHealth, RedisKeeper
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
@@ -183,6 +184,7 @@ async def run(settings: Settings) -> int:
             handles,
             input_dir=layout.input_dir,
             worker_root=layout.root,
+            node=node_name(settings.data_dir),
             supervisor=supervisor,
             telemetry=telemetry,
             redis_health=redis_health,
