@@ -219,7 +219,10 @@ async def _copy_to_peers(request: Request, ctx: Context, response: Response) -> 
     peers = list(ctx.membership.peers.values())
     if response.status_code != 200 or from_peer(request) or not peers:
         return
-    answer = json.loads(bytes(response.body))
+    try:
+        answer = json.loads(bytes(response.body))
+    except ValueError:
+        return
     if input_dir is None or not isinstance(answer, dict) or answer.get("type") != "input":
         return
     name, subfolder = str(answer.get("name", "")), str(answer.get("subfolder", ""))
