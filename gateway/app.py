@@ -192,6 +192,8 @@ async def _resources(
         local_lanes=the_farm.dispatcher.lanes,
     )
     the_farm.dispatcher.remote_lanes = membership.lanes
+    hub.on_remote_queue = the_farm.dispatcher.wake
+    hub.standing = lambda: membership.standing
     the_farm.dispatcher.standing = lambda: membership.standing
     peers = PeerClient(node, settings.auth_token, timeout_s=settings.worker_request_timeout_s)
 

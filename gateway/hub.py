@@ -93,6 +93,11 @@ class Hub:
         self.origin = os.urandom(8)
         self.peers = True
         """Whether another node listens; while none does, nothing is published to Redis."""
+        self.standing: Callable[[], bool] = _always
+        """Whether this node is in the farm (`gateway.peers.membership`)."""
+        self.on_remote_queue: Callable[[], None] = _ignore
+        """Told when another node announces the queue's length (it accepted or ended a
+        prompt): this node's dispatcher looks at the queue then, not at its next poll."""
 
     async def start(self) -> None:
         self._tasks = [
@@ -134,7 +139,12 @@ class Hub:
     # -- producing ---------------------------------------------------------------------------
 
     def publish(self, event: Envelope) -> None:
-        """Deliver to this node's sockets now, and queue for the other nodes (in order)."""
+        """Deliver to this node's sockets now, and queue for the other nodes (in order).
+        Nothing while this node is not `standing`: what it runs may run elsewhere meanwhile
+        (taken over), and a client hears of each prompt from one node only."""
+        if not self.standing():
+            log.debug("event withheld: this node may have lapsed from the farm")
+            return
         self.deliver(event)
         if self.peers:
             self._outbox.put_nowait(encode(event, self.origin))
@@ -222,7 +232,10 @@ class Hub:
 
     def dispatch(self, raw: bytes) -> None:
         if origin_of(raw) != self.origin:
-            self.deliver(decode(raw))
+            event = decode(raw)
+            self.deliver(event)
+            if isinstance(event, QueueStatus):
+                self.on_remote_queue()
 
     def deliver(self, event: Envelope | None) -> None:
         if isinstance(event, ClientFrame):
@@ -242,3 +255,11 @@ class Hub:
         for sockets in self.sockets.values():
             for socket in sockets:
                 socket.offer(text)
+
+
+def _ignore() -> None:
+    pass
+
+
+def _always() -> bool:
+    return True

@@ -3,9 +3,9 @@
 Every `heartbeat_s` the node renews its registration (its URL, its workers, their lanes and
 catalogue digest), reads the others', takes the farm's catalogue from the live ones, and
 requeues what lapsed nodes held (`takeover`). A node that could not renew for half its TTL
-stops claiming jobs (`standing` is false, `/readyz` says why): the others may soon take over
-what it holds. When it renews again it rejoins, and first lets go of the jobs that were taken
-over meanwhile (Redis has them elsewhere): its workers are told to drop them.
+stops claiming jobs and withholds the events of what it runs (`standing` is false, `/readyz`
+says why): the others may soon take over what it holds. When it renews again it rejoins, and
+first lets go of the jobs that were taken over meanwhile: its workers are told to drop them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gateway.models import HELD
 from gateway.outcomes import Outcomes
 from gateway.peers.lanes import lane_of, lane_record
 from gateway.peers.registry import NameTaken, NodeRecord, Registry
-from gateway.peers.takeover import take_over
+from gateway.peers.takeover import OUTCOME, take_over
 from gateway.scheduler.snapshot import WorkerView
 from gateway.validation import FarmCatalog
 from workers.client import WorkerError
@@ -165,13 +165,14 @@ class Membership:
 
     async def _renew(self) -> None:
         lapsed = self.renewed_at_s is None or self.clock() - self.renewed_at_s >= self.ttl_s
+        renewed_at_s = self.clock()
         await self.registry.join(self._record())
-        self.renewed_at_s = self.clock()
+        if lapsed:  # still not standing meanwhile: no claims, no events of those jobs
+            await self._let_go_of_superseded()
+        self.renewed_at_s = renewed_at_s
         if self.problem is not None:
             log.info("node %s renewed its registration again", self.node)
             self.problem = None
-        if lapsed:
-            await self._let_go_of_superseded()
 
     def _record(self) -> NodeRecord:
         return NodeRecord(
@@ -226,11 +227,22 @@ class Membership:
                     self.outcomes.wake()
 
     async def _still_mine(self, link: WorkerLink, job_id: str) -> bool:
+        """False only when Redis shows the job taken from this worker: a later attempt,
+        ended, or requeued by a take-over. A job Redis lost, or whose claim it lost (a Redis
+        restart that lost writes), is left to the restart's repair."""
         job = await self.store.get(job_id)
         held = link.held.get(job_id)
         if job is None or held is None:
-            return held is None
-        return job.state in HELD and job.worker == link.name and job.attempt == held.attempt
+            return True
+        if job.attempt < held.attempt:
+            return True  # Redis lost the claim: the restart's repair reasserts it
+        if job.attempt > held.attempt or job.state.terminal:
+            return False
+        if job.state in HELD:
+            return job.worker == link.name
+        attempts = await self.store.attempts(job_id)
+        last = attempts[held.attempt - 1] if len(attempts) >= held.attempt > 0 else {}
+        return last.get("outcome") != OUTCOME
 
 
 async def _drop(link: WorkerLink, job_id: str) -> None:

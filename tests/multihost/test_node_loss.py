@@ -99,3 +99,35 @@ async def test_a_killed_node_s_jobs_finish_once_on_the_other_and_it_rejoins(
                 back = await client.queue_prompt(txt2img(ONLY_B, "back"))
                 entry = await client.wait(back, timeout_s=20)
     assert entry["gateway"]["worker"] == "wb"
+
+
+async def test_a_node_frozen_past_its_ttl_lets_go_of_the_job_taken_over_meanwhile(
+    redis_url: str, tmp_path: Path
+) -> None:
+    farm = {"wa": {"preload": [CHECKPOINTS[0]]}, "wb": {"preload": [CHECKPOINTS[1]]}}
+    with nodes(redis_url, tmp_path, farm) as (a, b):
+        async with client_of(b.url) as client:
+            prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "frozen", steps=3000))
+            assert (await client.job_in(prompt_id, ("running",)))["worker"] == "wa"
+            a.process.send_signal(signal.SIGSTOP)
+            try:
+                entry = await client.wait(prompt_id, timeout_s=40)
+            finally:
+                a.process.send_signal(signal.SIGCONT)
+            wait_nodes(a.url, 1)
+            held = await until_held_nothing(a.url, "wa")
+            attempts = (await client.job(prompt_id))["attempts"]
+    assert entry["status"]["status_str"] == "success"
+    assert [(x["worker"], x["outcome"]) for x in attempts] == [("wa", OUTCOME), ("wb", "success")]
+    assert client.events_of(prompt_id).count("execution_success") == 1
+    assert held == []
+
+
+async def until_held_nothing(url: str, worker: str, timeout_s: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(headers=AUTH, timeout=5) as http:
+        while True:
+            held: list[str] = (await http.get(f"{url}/gateway/workers/{worker}")).json()["held"]
+            if not held or time.monotonic() > deadline:
+                return held
+            await asyncio.sleep(0.05)
