@@ -60,6 +60,7 @@ async def post_queue(request: Request, ctx: Ctx) -> Response:
     if isinstance(data, dict) and data.get("clear"):
         require_token(ctx, request, "clearing the whole queue")
         await ctx.farm.clear_pending()
+        await _on_every_node(request, ctx, "/queue", {"clear": True})
     for job_id in parse_id_list(data, "delete"):
         await ctx.farm.delete(job_id)
         await _on_owner(request, ctx, job_id, "/queue", {"delete": [job_id]})
@@ -124,10 +125,15 @@ async def post_interrupt(request: Request, ctx: Ctx) -> Response:
     client_id = client_id or request.query_params.get("client_id")
     if client_id:
         await ctx.farm.interrupt_client(str(client_id))
-        if not from_peer(request):
-            nodes = list(ctx.membership.peers.values())
-            await forward.post_each(ctx.peers, nodes, "/interrupt", {"client_id": client_id})
+        await _on_every_node(request, ctx, "/interrupt", {"client_id": client_id})
     return Response(status_code=200)
+
+
+async def _on_every_node(request: Request, ctx: Context, path: str, body: dict[str, Any]) -> None:
+    """The same request to every other live node, for what it does on its own workers (a
+    request from another node is never passed on)."""
+    if not from_peer(request):
+        await forward.post_each(ctx.peers, list(ctx.membership.peers.values()), path, body)
 
 
 async def _on_owner(
@@ -147,13 +153,16 @@ async def _on_owner(
 
 @router.post("/free")
 async def post_free(request: Request, ctx: Ctx) -> Response:
-    """Every worker frees what it is asked to (ComfyUI's /free acts on its one instance)."""
+    """Every worker of the farm frees what it is asked to (ComfyUI's /free acts on its one
+    instance)."""
     data = await _json_body(request)
     data = data if isinstance(data, dict) else {}
     unload_models = bool(data.get("unload_models"))
     free_memory = bool(data.get("free_memory"))
     links = ctx.farm.links.ready()
     await asyncio.gather(*(_free(link, unload_models, free_memory) for link in links))
+    body = {"unload_models": unload_models, "free_memory": free_memory}
+    await _on_every_node(request, ctx, "/free", body)
     return Response(status_code=200)
 
 
