@@ -2,7 +2,7 @@
 
 Every `heartbeat_s` the node renews its registration (its URL, its workers, their lanes and
 catalogue digest), reads the others', takes the farm's catalogue from the live ones, and
-requeues what lapsed nodes held (`takeover`). A node that could not renew for half its TTL
+requeues what lapsed nodes held (`takeover`). A node that could not renew for 3/4 of its TTL
 stops claiming jobs and withholds the events of what it runs (`standing` is false, `/readyz`
 says why): the others may soon take over what it holds. When it renews again it rejoins, and
 first lets go of the jobs that were taken over meanwhile: its workers are told to drop them.
@@ -35,6 +35,8 @@ from workers.client import WorkerError
 log = logging.getLogger(__name__)
 
 LocalLanes = Callable[[], Sequence[WorkerView]]
+STANDING = 0.75
+"""The part of its TTL a node may go unrenewed and still claim: three missed heartbeats."""
 
 
 def heartbeat_s(ttl_s: float) -> float:
@@ -81,10 +83,11 @@ class Membership:
 
     @property
     def standing(self) -> bool:
-        """Renewed within half the TTL: this node may claim jobs."""
+        """Renewed within `STANDING` of the TTL: this node may claim jobs (the others take
+        over only once the whole TTL has passed)."""
         if self.renewed_at_s is None or self.problem is not None:
             return False
-        return self.clock() - self.renewed_at_s < self.ttl_s / 2
+        return self.clock() - self.renewed_at_s < self.ttl_s * STANDING
 
     def lanes(self) -> tuple[WorkerView, ...]:
         """The accepting workers of the other live nodes, as their last heartbeat showed them

@@ -25,7 +25,7 @@ NODE: dict[str, Any] = {
     **FAST,
     "time_scale": 0.05,
     "lease_s": 2.0,
-    "node_ttl_s": 3.0,
+    "node_ttl_s": 4.0,
     "policy": "affinity",
 }
 
