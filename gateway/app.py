@@ -181,20 +181,7 @@ async def _resources(
                 kind="draining",
             )
 
-    membership = Membership(
-        store,
-        links,
-        catalog,
-        the_farm.outcomes,
-        node=node,
-        url=settings.advertised_url,
-        ttl_s=settings.node_ttl_s,
-        local_lanes=the_farm.dispatcher.lanes,
-    )
-    the_farm.dispatcher.remote_lanes = membership.lanes
-    hub.on_remote_queue = the_farm.dispatcher.wake
-    hub.standing = lambda: membership.standing
-    the_farm.dispatcher.standing = lambda: membership.standing
+    membership = _membership(settings, the_farm, catalog, node)
     peers = PeerClient(node, settings.auth_token, timeout_s=settings.worker_request_timeout_s)
 
     acceptor = Acceptor(
@@ -220,6 +207,27 @@ async def _resources(
         await hub.stop()
         await redis.aclose()
         await channel_redis.aclose()
+
+
+def _membership(settings: Settings, the_farm: Farm, catalog: FarmCatalog, node: str) -> Membership:
+    """This node in the farm, wired to what it steers: the dispatcher sees the other nodes'
+    workers and claims only while this node stands, as the workers' live events are published
+    only then; another node's announcement of the queue wakes the dispatcher."""
+    dispatcher = the_farm.dispatcher
+    membership = Membership(
+        the_farm.store,
+        the_farm.links,
+        catalog,
+        the_farm.outcomes,
+        node=node,
+        url=settings.advertised_url,
+        ttl_s=settings.node_ttl_s,
+        local_lanes=dispatcher.lanes,
+    )
+    dispatcher.remote_lanes = membership.lanes
+    dispatcher.standing = the_farm.hub.standing = lambda: membership.standing
+    the_farm.hub.on_remote_queue = dispatcher.wake
+    return membership
 
 
 def _pool(settings: Settings, **options: Any) -> aioredis.BlockingConnectionPool:

@@ -139,15 +139,18 @@ class Hub:
     # -- producing ---------------------------------------------------------------------------
 
     def publish(self, event: Envelope) -> None:
-        """Deliver to this node's sockets now, and queue for the other nodes (in order).
-        Nothing while this node is not `standing`: what it runs may run elsewhere meanwhile
-        (taken over), and a client hears of each prompt from one node only."""
-        if not self.standing():
-            log.debug("event withheld: this node may have lapsed from the farm")
-            return
+        """Deliver to this node's sockets now, and queue for the other nodes (in order)."""
         self.deliver(event)
         if self.peers:
             self._outbox.put_nowait(encode(event, self.origin))
+
+    def publish_live(self, event: Envelope) -> None:
+        """A worker's live event (progress, previews): published unless this node is not
+        `standing`, for what it runs may then be taken over and run elsewhere, and a client
+        hears a prompt from one node only. (A job's end is published after its fenced write,
+        which only one attempt passes.)"""
+        if self.standing():
+            self.publish(event)
 
     def queue_changed(self) -> None:
         self._queue_changed.set()

@@ -114,7 +114,7 @@ class Relay:
         prompt_id = preview_prompt_id(frame) or self.link.running
         held = self.link.held.get(prompt_id) if prompt_id else None
         if held is not None:
-            self.hub.publish(ClientFrame(held.client_id or BROADCAST, data=frame))
+            self.hub.publish_live(ClientFrame(held.client_id or BROADCAST, data=frame))
 
     async def _text(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -172,9 +172,9 @@ class Relay:
     def _forward(self, held: Held, message: dict[str, Any]) -> None:
         kind = str(message["type"])
         if held.client_id:
-            self.hub.publish(text_frame(held.client_id, kind, message["data"]))
+            self.hub.publish_live(text_frame(held.client_id, kind, message["data"]))
         elif kind in BROADCAST_WITHOUT_CLIENT:
-            self.hub.publish(text_frame(BROADCAST, kind, message["data"]))
+            self.hub.publish_live(text_frame(BROADCAST, kind, message["data"]))
 
     async def _finished(self, prompt_id: str, held: Held) -> None:
         """ComfyUI wrote its history entry before this frame: fetch it, record it, then tell."""
