@@ -4,8 +4,9 @@ Every `heartbeat_s` the node renews its registration (its URL, its workers, thei
 catalogue digest), reads the others', takes the farm's catalogue from the live ones, and
 requeues what lapsed nodes held (`takeover`). A node that could not renew for 3/4 of its
 TTL stops claiming jobs and withholds the live events of what it runs (`standing` is false,
-`/readyz` says why): the others may soon take over what it holds. When it renews again it rejoins, and
-first lets go of the jobs that were taken over meanwhile: its workers are told to drop them.
+`/readyz` says why): the others may soon take over what it holds. When it renews again it
+rejoins, and first lets go of the jobs that were taken over meanwhile: its workers are told
+to drop them.
 """
 
 from __future__ import annotations
