@@ -13,14 +13,18 @@ from gateway.redis_server import EmbeddedRedis
 from tests.multihost.conftest import farm_nodes, node_process
 
 
-def until_ready(url: str, ready: bool, timeout_s: float = 15.0) -> dict[str, Any]:
+def until_ready(
+    url: str, ready: bool, problem: str = "", timeout_s: float = 15.0
+) -> dict[str, Any]:
+    """/readyz once it is (not) ready, with a problem naming `problem`."""
     deadline = time.monotonic() + timeout_s
     while True:
         answer = httpx.get(url + "/readyz", timeout=5)
-        if (answer.status_code == 200) is ready:
-            body: dict[str, Any] = answer.json()
+        body: dict[str, Any] = answer.json()
+        named = not problem or any(problem in text for text in body["problems"])
+        if (answer.status_code == 200) is ready and named:
             return body
-        assert time.monotonic() < deadline, f"/readyz never {'ready' if ready else 'not'}"
+        assert time.monotonic() < deadline, f"/readyz never {ready, problem}: {body}"
         time.sleep(0.05)
 
 
@@ -32,9 +36,9 @@ def test_a_node_without_redis_is_not_ready_and_not_claiming_then_rejoins(
     try:
         with node_process(redis.url, tmp_path, "wa") as node:
             redis.stop()
-            down = until_ready(node.url, False)
-            assert any("not claiming jobs" in problem for problem in down["problems"]), down
+            down = until_ready(node.url, False, "not claiming jobs")
             assert any("redis unreachable" in problem for problem in down["problems"]), down
+            assert farm_nodes(node.url)["node"]["standing"] is False
             redis.start()
             until_ready(node.url, True)
             assert farm_nodes(node.url)["node"]["standing"] is True
