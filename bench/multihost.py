@@ -1,10 +1,11 @@
 """Two gateway nodes on one Redis, one emulated worker each: what crossing nodes costs.
 
 1. Latency, from `POST /prompt` to the `executing` null its client hears on `/ws`, of jobs for
-   a checkpoint node B's worker holds warm: posted to B, and posted to A (they run on B).
+   a checkpoint only node B's worker has, warm there: posted to B, and posted to A.
 2. `/view` of an output of B's worker: from B, and through A (streamed from B).
-3. Take-over: B (gateway and worker) SIGKILLed while its worker runs a job; seconds until the
-   job is back in the queue, and until it ended on A's worker.
+3. Take-over: B (gateway and worker) SIGKILLed while its worker runs a job (placed while A's
+   worker was drained); seconds until the job is back in the queue, and until it ended on A's
+   worker.
 
 The nodes are the test suite's (tests/multihost): `comfy-gateway serve` processes with
 `node_ttl_s` 1.5 and time scale 0.05 on an embedded Redis. Wall milliseconds.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import os
 import statistics
 import sys
 import tempfile
@@ -34,15 +36,18 @@ from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.multihost.conftest import NODE, client_of, nodes
 from tests.multihost.test_node_loss import kill_node
 
-WARM_A, WARM_B = CHECKPOINTS[0], CHECKPOINTS[2]
-FARM = {"wa": {"preload": [WARM_A]}, "wb": {"preload": [WARM_B]}}
+ONLY_B, BOTH = CHECKPOINTS[2], CHECKPOINTS[1]
+FARM = {
+    "wa": {"checkpoints": CHECKPOINTS[:2], "preload": [CHECKPOINTS[0]]},
+    "wb": {"checkpoints": CHECKPOINTS[1:], "preload": [ONLY_B]},
+}
 
 
 async def latencies_ms(client: ComfyStyleClient, jobs: int, tag: str) -> list[float]:
     out = []
     for seed in range(jobs):
         started = time.perf_counter()
-        prompt_id = await client.queue_prompt(txt2img(WARM_B, tag, seed=seed))
+        prompt_id = await client.queue_prompt(txt2img(ONLY_B, tag, seed=seed))
         entry = await client.wait(prompt_id)
         out.append((time.perf_counter() - started) * 1000)
         assert entry["gateway"]["worker"] == "wb", entry["gateway"]
@@ -73,9 +78,12 @@ async def requeued(client: ComfyStyleClient, prompt_id: str, timeout_s: float = 
 async def take_over_s(
     client: ComfyStyleClient, b_url: str, kill: Callable[[dict[str, Any]], None]
 ) -> tuple[float, float]:
-    prompt_id = await client.queue_prompt(txt2img(WARM_B, "long", steps=3000))
-    await client.job_in(prompt_id, ("running",), timeout_s=20)
     async with httpx.AsyncClient(headers=AUTH, timeout=5) as http:
+        # A drained while the job is placed, so that it runs on B; A takes it over.
+        await client.http.post("/gateway/workers/wa/drain")
+        prompt_id = await client.queue_prompt(txt2img(BOTH, "long", steps=3000))
+        await client.job_in(prompt_id, ("running",), timeout_s=20)
+        await client.http.post("/gateway/workers/wa/resume")
         worker = (await http.get(b_url + "/gateway/workers/wb")).json()
     killed = time.perf_counter()
     kill(worker)
@@ -96,8 +104,9 @@ async def run(jobs: int) -> str:
     redis.start()
     try:
         with nodes(redis.url, root, FARM) as (a, b):
-            async with client_of(b.url) as on_b, client_of(a.url) as on_a:
+            async with client_of(b.url) as on_b:  # closed before B is killed
                 local = await latencies_ms(on_b, jobs, "local")
+            async with client_of(a.url) as on_a:
                 across = await latencies_ms(on_a, jobs, "across")
                 entry = await on_a.wait(on_a.prompt_ids_seen().pop())
                 image = entry["outputs"]["9"]["images"][0]
@@ -129,8 +138,13 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     table = asyncio.run(run(args.jobs))
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    command = "python -m bench.multihost" + (f" --out {args.out}" if args.out else "")
-    text = f"# Two gateway nodes on one Redis\n\nMade by `{command}` on {now}.\n\n{table}\n"
+    command = f"python -m bench.multihost --jobs {args.jobs}"
+    command += f" --out {args.out}" if args.out else ""
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    text = (
+        f"# Two gateway nodes on one Redis\n\nMade by `{command}` on {now}, on a machine of "
+        f"{os.cpu_count()} cores at load average {load} (1, 5, 15 min).\n\n{table}\n"
+    )
     print(text)
     if args.out:
         args.out.write_text(text)
