@@ -222,6 +222,9 @@ class Farm:
     async def _recover(self, job_id: str) -> None:
         await self.recovery.recover(job_id, failed=False)
 
+    def groups(self) -> dict[str, str]:
+        return {link.name: link.group for link in self.links}
+
     async def _connected(self, link: WorkerLink) -> None:
         """The relay of `link` is (re)connected: refresh what it offers, reconcile its jobs."""
         if link.object_info is None or link.state is WorkerState.LOST:
