@@ -8,6 +8,12 @@ scale) and, beside it, one more emulator with the same settings. Then, for each 
 - accept rate: prompts posted by concurrent clients as fast as they are answered.
 
     python -m bench.overhead [--jobs 300] [--accept 3000] [--out bench/results/overhead.md]
+
+With `--ledger-side-by-side`, two gateways run at once, one recording each job's phase ledger
+and one not (`ledger = false`), each over its own emulators, and their latencies are measured in
+alternating rounds, so that the machine's drift hits both alike:
+
+    python -m bench.overhead --ledger-side-by-side [--jobs 600] [--out ...]
 """
 
 from __future__ import annotations
@@ -61,12 +67,22 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 async def latencies(base_url: str, jobs: int) -> Latency:
     """Sequential jobs: POST /prompt until `executing null` for it arrives on the socket."""
+    return summary(await samples_ms(base_url, jobs))
+
+
+def summary(samples: Sequence[float]) -> Latency:
+    return Latency(percentile(samples, 0.5), percentile(samples, 0.99), statistics.fmean(samples))
+
+
+async def samples_ms(base_url: str, jobs: int, warmup: int = 10) -> list[float]:
+    """Milliseconds of `jobs` sequential jobs, after `warmup` jobs that warm caches and
+    connections."""
     client_id = uuid.uuid4().hex
     ws_url = base_url.replace("http", "ws", 1) + f"/ws?clientId={client_id}"
     samples: list[float] = []
     async with httpx.AsyncClient(base_url=base_url, timeout=30) as http, connect(ws_url) as ws:
         await ws.recv()
-        for seed in range(jobs + 10):
+        for seed in range(jobs + warmup):
             started = time.perf_counter()
             answer = await http.post(
                 "/prompt", json={"prompt": prompt(seed), "client_id": client_id}
@@ -81,9 +97,9 @@ async def latencies(base_url: str, jobs: int) -> Latency:
                 done = event["type"] == "executing" and data.get("node") is None
                 if done and data.get("prompt_id") == prompt_id:
                     break
-            if seed >= 10:  # the first jobs warm caches and connections
+            if seed >= warmup:
                 samples.append((time.perf_counter() - started) * 1000)
-    return Latency(percentile(samples, 0.5), percentile(samples, 0.99), statistics.fmean(samples))
+    return samples
 
 
 async def accept_rate(base_url: str, total: int, concurrency: int) -> float:
@@ -151,8 +167,11 @@ def start_emulator(root: Path, name: str, time_scale: float) -> tuple[ChildProce
     return process, url
 
 
-def start_gateway(root: Path, worker_urls: list[str]) -> tuple[ChildProcess, str]:
+def start_gateway(
+    root: Path, worker_urls: list[str], env: dict[str, str] | None = None
+) -> tuple[ChildProcess, str]:
     """`comfy-gateway serve` with its embedded Redis (AOF everysec) over running emulators."""
+    root.mkdir(parents=True, exist_ok=True)
     config = root / "gateway.toml"
     config.write_text(
         "".join(
@@ -174,7 +193,7 @@ def start_gateway(root: Path, worker_urls: list[str]) -> tuple[ChildProcess, str
         "--log-level",
         "warning",
     ]
-    env = {**os.environ, "COMFY_GATEWAY_HISTORY_MAX_ITEMS": "100000"}
+    env = {**os.environ, "COMFY_GATEWAY_HISTORY_MAX_ITEMS": "100000", **(env or {})}
     process = ChildProcess(argv, env=env, log_path=root / "gateway.log")
     process.start()
     url = f"http://127.0.0.1:{port}"
@@ -223,6 +242,62 @@ async def run(args: Any) -> str:
     return table(direct, through, args)
 
 
+ROUNDS = 20
+
+
+async def ledger_side_by_side(args: Any) -> str:
+    """Latency with the ledger on and off, two gateways measured in alternating rounds."""
+    arms = {"ledger on": "true", "ledger off": "false"}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        processes: list[ChildProcess] = []
+        urls = {}
+        try:
+            for index, (arm, value) in enumerate(arms.items()):
+                emulators = [
+                    start_emulator(root, f"e{index}_{i}", args.time_scale)
+                    for i in range(args.workers)
+                ]
+                processes += [process for process, _ in emulators]
+                gateway = start_gateway(
+                    root / f"gw{index}",
+                    [url for _, url in emulators],
+                    {"COMFY_GATEWAY_LEDGER": value},
+                )
+                processes.append(gateway[0])
+                urls[arm] = gateway[1]
+            samples: dict[str, list[float]] = {arm: [] for arm in arms}
+            per_round = max(args.jobs // ROUNDS, 1)
+            for round_index in range(ROUNDS):
+                order = list(arms) if round_index % 2 == 0 else list(reversed(arms))
+                for arm in order:
+                    samples[arm] += await samples_ms(urls[arm], per_round, warmup=2)
+        finally:
+            for process in processes:
+                process.terminate()
+    return side_by_side_table({arm: summary(s) for arm, s in samples.items()}, args)
+
+
+def side_by_side_table(results: dict[str, Latency], args: Any) -> str:
+    on, off = results["ledger on"], results["ledger off"]
+    rows = [
+        "| gateway | p50 ms | p99 ms | mean ms |",
+        "| --- | ---: | ---: | ---: |",
+        f"| ledger on | {on.p50_ms:.2f} | {on.p99_ms:.2f} | {on.mean_ms:.2f} |",
+        f"| ledger off | {off.p50_ms:.2f} | {off.p99_ms:.2f} | {off.mean_ms:.2f} |",
+        f"| **the ledger's cost** | **{on.p50_ms - off.p50_ms:.2f}** | "
+        f"{on.p99_ms - off.p99_ms:.2f} | {on.mean_ms - off.mean_ms:.2f} |",
+    ]
+    setup = (
+        f"{args.jobs} sequential jobs per gateway in {ROUNDS} alternating rounds (2 warm-up jobs "
+        f"each); {args.workers} emulated workers behind each gateway, time scale "
+        f"{args.time_scale}; embedded Redis with AOF `appendfsync everysec`; {os.cpu_count()} "
+        f"CPU cores, Python {platform.python_version()}; everything shares them (1-minute load "
+        f"average before the run: {args.load_before:.2f})."
+    )
+    return "\n".join(rows) + "\n\n" + setup + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300)
@@ -231,13 +306,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--time-scale", dest="time_scale", type=float, default=0.001)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--ledger-side-by-side", dest="ledger", action="store_true")
     args = parser.parse_args(argv)
     args.load_before = os.getloadavg()[0]
-    result = asyncio.run(run(args))
+    result = asyncio.run(ledger_side_by_side(args) if args.ledger else run(args))
     print(result)
     if args.out is not None:
         command = "python -m bench.overhead " + " ".join(argv or sys.argv[1:])
-        args.out.write_text(f"# Gateway overhead\n\n{result}\nMade by `{command.strip()}`.\n")
+        title = "The phase ledger's cost" if args.ledger else "Gateway overhead"
+        args.out.write_text(f"# {title}\n\n{result}\nMade by `{command.strip()}`.\n")
     return 0
 
 

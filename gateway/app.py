@@ -163,6 +163,8 @@ async def _resources(
             settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
         ),
     )
+    if not settings.ledger:
+        the_farm.outcomes.ledgers = None
 
     async def accepted(job: NewJob) -> None:
         the_farm.metrics.job_accepted(job.placement.checkpoint)

@@ -76,7 +76,7 @@ def gateway_block(
     job: JobRecord, attempts: Sequence[Mapping[str, Any]], groups: Mapping[str, str]
 ) -> dict[str, Any]:
     """What `GET /history/{id}` adds to ComfyUI's entry: where the job ran, its config group,
-    every attempt, and the job's timestamps (ms since epoch)."""
+    every attempt, the job's timestamps (ms since epoch) and its phase ledger."""
     return {
         "worker": job.worker,
         "group": groups.get(job.worker or ""),
@@ -86,6 +86,7 @@ def gateway_block(
         "enqueued_at_ms": job.enqueued_at_ms,
         "started_at_ms": job.started_at_ms,
         "finished_at_ms": job.finished_at_ms,
+        "ledger": None if job.ledger_json is None else json.loads(job.ledger_json),
     }
 
 

@@ -251,9 +251,16 @@ class JobStore:
         ]
 
     async def finish(
-        self, job_id: str, worker: str, attempt: int, state: JobState, entry: Mapping[str, Any]
+        self,
+        job_id: str,
+        worker: str,
+        attempt: int,
+        state: JobState,
+        entry: Mapping[str, Any],
+        ledger: str = "",
     ) -> bool:
-        """Record the terminal state and history entry of this attempt; False when superseded."""
+        """Record the terminal state and history entry of this attempt, with its phase
+        ledger (JSON; kept with the job and in the latest ledgers); False when superseded."""
         args: list[Arg] = [
             job_id,
             attempt,
@@ -263,9 +270,15 @@ class JobStore:
             self.limits.history_max_items,
             int(self.limits.job_ttl_s * 1000),
             self.keys.entry(""),
+            ledger,
         ]
-        keys = self._fenced_keys(job_id, worker)
+        keys = [*self._fenced_keys(job_id, worker), self.keys.ledgers]
         return bool(await shielded(self._finish(keys=keys, args=args)))
+
+    async def ledgers(self, limit: int) -> list[dict[str, Any]]:
+        """The latest `limit` job ledgers, newest first."""
+        raw = await self.redis.lrange(self.keys.ledgers, 0, max(limit, 1) - 1)
+        return [json.loads(item) for item in raw]
 
     async def requeue(
         self,

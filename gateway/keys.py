@@ -74,6 +74,11 @@ class Keys:
         return f"{self.prefix}:history:seq"
 
     @property
+    def ledgers(self) -> str:
+        """LIST of the latest job ledgers (JSON), newest first, as long as the history."""
+        return f"{self.prefix}:ledgers"
+
+    @property
     def workers(self) -> str:
         """HASH worker name -> JSON registry record (url, group, gpu, pid, state, node...)."""
         return f"{self.prefix}:workers"

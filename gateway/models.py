@@ -54,6 +54,8 @@ class Placement:
     work_units: float = 1.0
     group: str | None = None
     eligible: tuple[str, ...] | None = None
+    experiment: str | None = None
+    """The A/B experiment that chose its group (`gateway.ledger.experiments`)."""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -63,6 +65,7 @@ class Placement:
                 "work_units": self.work_units,
                 "group": self.group,
                 "eligible": None if self.eligible is None else list(self.eligible),
+                "experiment": self.experiment,
             }
         )
 
@@ -95,6 +98,7 @@ class Placement:
             work_units=float(data.get("work_units") or 1.0),
             group=data.get("group"),
             eligible=None if eligible is None else tuple(eligible),
+            experiment=data.get("experiment"),
         )
 
 
@@ -138,6 +142,8 @@ class JobRecord:
     started_at_ms: int | None
     finished_at_ms: int | None
     error: str | None
+    ledger_json: str | None = None
+    """Its phase ledger (`gateway.ledger.record`), once it ended on a worker."""
 
     @classmethod
     def from_hash(cls, job_id: str, raw: Mapping[str, str]) -> JobRecord:
@@ -160,6 +166,7 @@ class JobRecord:
             started_at_ms=_opt_int(raw.get("started_at_ms")),
             finished_at_ms=_opt_int(raw.get("finished_at_ms")),
             error=raw.get("error") or None,
+            ledger_json=raw.get("ledger") or None,
         )
 
     @property

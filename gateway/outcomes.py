@@ -20,6 +20,7 @@ from gateway.history import entry_state, error_entry, gateway_entry
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.learning import Finished, finished
+from gateway.ledger.book import LedgerBook
 from gateway.links import Held, WorkerLink
 from gateway.metrics.recorded import Metrics
 from gateway.models import JobRecord, JobState
@@ -41,6 +42,7 @@ class Outcomes:
         self.hub = hub
         self.wake = wake
         self.metrics = metrics or Metrics(store.now_ms)
+        self.ledgers: LedgerBook | None = LedgerBook(store.now_ms)
         self.on_end: Callable[[str], None] = _ignore
         """Told the id of each job that ended here (ran, failed, cancelled, given up)."""
 
@@ -69,11 +71,13 @@ class Outcomes:
             )
         else:
             entry = gateway_entry(worker_entry, job, link.name)
-        applied = await self._finish(link, job, held, entry)
+        prompt = _prompt_of(job)
+        ledger = self._ledger(link, job, held, prompt, entry)
+        applied = await self._finish(link, job, held, entry, ledger=ledger)
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
-        done = _learn(link, job, held)
+        done = _learn(link, job, held, prompt)
         if applied and done is not None:
             cached = len(held.clock.cached) if held.clock is not None else 0
             self.metrics.models_used(link.name, held.checkpoint, done.loader_cached, cached)
@@ -84,6 +88,23 @@ class Outcomes:
             self._tell_end(held.client_id, entry)
             await self._done(held.client_id, job_id)
         return applied
+
+    def _ledger(
+        self,
+        link: WorkerLink,
+        job: JobRecord,
+        held: Held,
+        prompt: Mapping[str, Any],
+        entry: Mapping[str, Any],
+    ) -> str:
+        """The job's phase ledger; never at the cost of the job's answer (then none)."""
+        if self.ledgers is None:
+            return ""
+        try:
+            return self.ledgers.of(link, job, held, prompt, entry, entry_state(entry).value)
+        except Exception:
+            log.exception("the ledger of job %s on %s failed", job.job_id, link.name)
+            return ""
 
     async def fail(
         self,
@@ -140,21 +161,29 @@ class Outcomes:
         held: Held,
         entry: Mapping[str, Any],
         state: JobState | None = None,
+        *,
+        ledger: str = "",
     ) -> bool:
         """The fenced final write (in `state`, else the entry's own), counted once written."""
         state = state or entry_state(entry)
-        applied = await self._write_end(link, job.job_id, held, entry, state)
+        applied = await self._write_end(link, job.job_id, held, entry, state, ledger)
         if applied:
             self.metrics.job_ended(job, state, link.name, link.group)
         return applied
 
     async def _write_end(
-        self, link: WorkerLink, job_id: str, held: Held, entry: Mapping[str, Any], state: JobState
+        self,
+        link: WorkerLink,
+        job_id: str,
+        held: Held,
+        entry: Mapping[str, Any],
+        state: JobState,
+        ledger: str,
     ) -> bool:
         """Fenced off because a Redis restart lost this attempt's claim (Redis has it waiting,
         or not at all), the claim is reasserted and it is written: else the job would be sent
         again although it ran."""
-        if await self.store.finish(job_id, link.name, held.attempt, state, entry):
+        if await self.store.finish(job_id, link.name, held.attempt, state, entry, ledger):
             return True
         repaired = await self.store.reassert_held(
             job_id, link.name, held.attempt, held.record, held.started_at_ms
@@ -162,7 +191,7 @@ class Outcomes:
         if repaired != 1:
             return False
         log.warning("job %s: its claim was lost by Redis, reasserted to record its end", job_id)
-        return await self.store.finish(job_id, link.name, held.attempt, state, entry)
+        return await self.store.finish(job_id, link.name, held.attempt, state, entry, ledger)
 
     async def requeue(
         self,
@@ -276,10 +305,12 @@ def _group(link: WorkerLink | None, job: JobRecord) -> str:
     return link.group if link is not None else job.placement.group or ""
 
 
-def _learn(link: WorkerLink, job: JobRecord, held: Held) -> Finished | None:
+def _learn(
+    link: WorkerLink, job: JobRecord, held: Held, prompt: Mapping[str, Any]
+) -> Finished | None:
     """What the job taught about the worker; never at the cost of the job's answer."""
     try:
-        done = finished(job.job_view(), _prompt_of(job), held.clock)
+        done = finished(job.job_view(), prompt, held.clock)
         link.learn(done)
     except Exception:
         log.exception("learning from job %s on %s failed", job.job_id, link.name)

@@ -131,10 +131,18 @@ local function finish(s, entry, now, max_items, ttl_ms, hkeys, entry_prefix)
   redis.call('PEXPIRE', KEYS[1], ttl_ms)
   redis.call('PEXPIRE', KEYS[5], ttl_ms)
 end
+
+local function keep_ledger(ledger, ledgers_key, max_items)
+  if ledger == nil or ledger == '' then return end
+  redis.call('HSET', KEYS[1], 'ledger', ledger)
+  redis.call('LPUSH', ledgers_key, ledger)
+  redis.call('LTRIM', ledgers_key, 0, tonumber(max_items) - 1)
+end
 """
 
-# KEYS: job, pending, leases, worker-jobs, attempts, history, history seq, entry
-# ARGV: id, attempt, state, entry, now ms, history max items, ttl ms, entry key prefix
+# KEYS: job, pending, leases, worker-jobs, attempts, history, history seq, entry, ledgers
+# ARGV: id, attempt, state, entry, now ms, history max items, ttl ms, entry key prefix, ledger
+# (JSON, or empty: none)
 FINISH = (
     _CLOSE_ATTEMPT
     + _FINISH
@@ -143,6 +151,7 @@ FINISH = (
     + """
 close_attempt(ARGV[3], ARGV[5])
 finish(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], {KEYS[6], KEYS[7], KEYS[8]}, ARGV[8])
+keep_ledger(ARGV[9], KEYS[9], ARGV[6])
 return 1
 """
 )

@@ -196,6 +196,8 @@ class Settings(BaseSettings):
     """A worker holding jobs that has not answered for this long is hung: restarted."""
     prefetch: int = 1
     history_max_items: int = 10000
+    ledger: bool = True
+    """Record each job's phase ledger (`gateway.ledger`); off only to measure what it costs."""
     job_ttl_s: float = 7 * 24 * 3600.0
     idempotency_ttl_s: float = 24 * 3600.0
     log_level: str = "info"

@@ -37,6 +37,7 @@ __all__ = [
     "Steps",
     "finished",
     "is_loader",
+    "loaders_cached",
     "on_cached",
     "on_event",
     "on_executing",
@@ -198,7 +199,7 @@ def finished(job: JobView, prompt: Mapping[str, Any], clock: NodeClock | None) -
         return Finished(job.family, 0.0, models)
     loaders = {node for node, body in prompt.items() if is_loader(_class_of(body))}
     executed = set(clock.node_s)
-    cached = _loader_cached(loaders, executed, clock.cached)
+    cached = loaders_cached(loaders, executed, clock.cached)
     units = sampler_work(prompt)
     ran = sorted(node for node in units if node in executed)
     work = sum(units[node] for node in ran)
@@ -209,7 +210,8 @@ def finished(job: JobView, prompt: Mapping[str, Any], clock: NodeClock | None) -
     return Finished(job.family, work, models, load, run, cached, _setup_s(clock, ran))
 
 
-def _loader_cached(loaders: set[str], executed: set[str], cached: frozenset[str]) -> bool | None:
+def loaders_cached(loaders: set[str], executed: set[str], cached: frozenset[str]) -> bool | None:
+    """True: every loader that ran was cached; False: one executed; None: no loader ran."""
     if loaders & executed:
         return False  # one loader read its file: something was loaded
     if loaders & cached:

@@ -128,6 +128,7 @@ async def job(job_id: str, ctx: Ctx) -> Response:
             "work_units": record.placement.work_units,
             "group": record.placement.group,
             "eligible": record.placement.eligible,
+            "experiment": record.placement.experiment,
         },
         "enqueued_at_ms": record.enqueued_at_ms,
         "claimed_at_ms": record.claimed_at_ms,
@@ -135,6 +136,7 @@ async def job(job_id: str, ctx: Ctx) -> Response:
         "finished_at_ms": record.finished_at_ms,
         "attempts": attempts,
         "crashes": sum(1 for a in attempts if a.get("outcome") in (CRASHED, "quarantined")),
+        "ledger": None if record.ledger_json is None else json.loads(record.ledger_json),
     }
     if record.state is JobState.QUARANTINED:
         body["prompt"] = json.loads(record.prompt_json)
