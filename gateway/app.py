@@ -18,7 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
-from gateway.api import compat, dashboard, farm, files, info, metrics, proxy, ws
+from gateway.api import compat, dashboard, farm, files, info, ledger, metrics, proxy, ws
+>>>>>>> 7f1eef3 (Ledger: per-phase stats by worker, group, family or workflow shape, cold and warm apart, and the first-job diagnostic rule ((first - next) / first, with the numbers) at GET /gateway/phases; the shape digest and phase lookup made cheaper (about 0.1-0.2 ms a job on a loaded machine))
 from gateway.auth import TokenGuard
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
@@ -97,6 +98,8 @@ def create_app(
         app.include_router(router, prefix="/api")
     app.include_router(farm.router)
     app.include_router(dashboard.router)
+    app.include_router(ledger.router)
+>>>>>>> 7f1eef3 (Ledger: per-phase stats by worker, group, family or workflow shape, cold and warm apart, and the first-job diagnostic rule ((first - next) / first, with the numbers) at GET /gateway/phases; the shape digest and phase lookup made cheaper (about 0.1-0.2 ms a job on a loaded machine))
     app.include_router(metrics.router)
     app.include_router(proxy.router)  # last: whatever no other route takes
     app.add_middleware(TokenGuard, token=settings.auth_token)

@@ -53,6 +53,7 @@ class LedgerBook:
         )
         body = ledger(
             prompt,
+            job.prompt_json,
             clock,
             placed,
             times,

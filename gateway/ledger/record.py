@@ -15,8 +15,8 @@ Pure: the ledger is a plain JSON-able dict, bounded (`MAX_NODES` nodes, `MAX_OUT
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +46,11 @@ def phase_of(class_type: object) -> str:
     """The phase a node of `class_type` belongs to."""
     if not isinstance(class_type, str):
         return "other"
+    return _phase_of_class(class_type)
+
+
+@functools.lru_cache(maxsize=4096)
+def _phase_of_class(class_type: str) -> str:
     if is_loader(class_type):
         return "load"
     if class_type in SAVE_CLASSES:
@@ -56,32 +61,29 @@ def phase_of(class_type: object) -> str:
 def shape_of(prompt: Mapping[str, Any]) -> str:
     """The workflow's shape: a digest of its graph without seeds and texts, so that the same
     workflow run with new seeds and prompts has the same shape."""
-    bare = {node: _bare(body) for node, body in prompt.items()}
-    return _digest(bare)
+    return _digest(repr([(node, _bare(prompt[node])) for node in sorted(prompt)]))
 
 
-def inputs_of(prompt: Mapping[str, Any]) -> str:
-    """A digest of the whole graph, seeds and texts included: the same image is expected of
-    two jobs with the same digest."""
-    return _digest(prompt)
+def inputs_of(prompt_json: str) -> str:
+    """A digest of the whole graph as stored, seeds and texts included: the same image is
+    expected of two jobs with the same digest."""
+    return _digest(prompt_json)
 
 
 def _bare(body: object) -> object:
-    if not isinstance(body, Mapping):
+    """A node without its seeds and texts, as comparable text."""
+    if not isinstance(body, dict):
         return body
     inputs = body.get("inputs")
-    if not isinstance(inputs, Mapping):
-        return {"class_type": body.get("class_type")}
-    kept = {
-        key: value
-        for key, value in inputs.items()
+    kept = sorted(
+        (key, value)
+        for key, value in (inputs.items() if isinstance(inputs, dict) else ())
         if key not in SEED_INPUTS and not (key in TEXT_INPUTS and isinstance(value, str))
-    }
-    return {"class_type": body.get("class_type"), "inputs": kept}
+    )
+    return (body.get("class_type"), kept)
 
 
-def _digest(value: object) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -111,6 +113,7 @@ class Times:
 
 def ledger(
     prompt: Mapping[str, Any],
+    prompt_json: str,
     clock: NodeClock | None,
     placed: Placed,
     times: Times,
@@ -119,7 +122,7 @@ def ledger(
     state: str,
     outputs: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The ledger of a job that ended on a worker."""
+    """The ledger of a job that ended on a worker (`prompt_json`: its prompt as stored)."""
     nodes = _nodes(prompt, clock)
     exec_s = _exec_s(clock)
     phases = _phases(nodes, exec_s)
@@ -134,7 +137,7 @@ def ledger(
         "family": family_of(checkpoint),
         "checkpoint": checkpoint,
         "shape": shape_of(prompt),
-        "inputs": inputs_of(prompt),
+        "inputs": inputs_of(prompt_json),
         "finished_at_ms": times.finished_at_ms,
         "queue_s": _span_s(times.enqueued_at_ms, times.claimed_at_ms),
         "dispatch_s": _rounded(times.dispatch_s),
@@ -186,7 +189,7 @@ def _loaded(prompt: Mapping[str, Any], clock: NodeClock | None) -> bool | None:
 
 
 def _class_of(body: object) -> object:
-    return body.get("class_type") if isinstance(body, Mapping) else None
+    return body.get("class_type") if isinstance(body, dict) else None
 
 
 def _listed(nodes: Sequence[tuple[str, str, float]]) -> dict[str, list[Any]]:

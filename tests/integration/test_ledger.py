@@ -10,6 +10,8 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
+    start_emulators,
+    stop_emulators,
     txt2img,
 )
 from workers.supervisor import FarmLayout, WorkerHandle
@@ -54,3 +56,34 @@ async def test_every_finished_job_has_a_phase_ledger_in_its_record_and_history(
     assert second["process_job"] == first["process_job"] + 1
     assert second["loaded"] is False and "4" in second["cached"]
     assert second["cold"] is False
+
+
+async def test_phase_stats_and_the_diagnosis_of_a_cold_first_job(
+    redis_url: str, tmp_path: Path, farm_layout: FarmLayout
+) -> None:
+    fresh = start_emulators(farm_layout, ["ledger0"])  # its first job pays the one-time costs
+    settings = gateway_settings(redis_url, tmp_path)
+    try:
+        async with running_gateway(settings, as_external(fresh), farm_layout.input_dir) as url:
+            client = ComfyStyleClient(url)
+            await client.open()
+            try:
+                for seed in (1, 2, 3):
+                    prompt = txt2img(CHECKPOINTS[2], "diag", seed=seed, steps=2, size=128)
+                    await client.wait(await client.queue_prompt(prompt))
+                body = (await client.http.get("/gateway/phases", params={"by": "shape"})).json()
+                bad = await client.http.get("/gateway/phases", params={"by": "colour"})
+            finally:
+                await client.close()
+    finally:
+        stop_emulators(fresh)
+    assert body["jobs"] == 3
+    [shape] = body["groups"].values()
+    assert shape["cold"]["exec_s"]["n"] == 1 and shape["warm"]["exec_s"]["n"] == 2
+    assert shape["cold"]["load"]["mean"] > shape["warm"]["load"]["mean"]
+    [finding] = body["diagnosis"]
+    assert finding["worker"] == "ledger0"
+    assert finding["verdict"] == "one_time_cost"
+    assert finding["first_s"] > 5 * finding["next_s"]
+    assert bad.status_code == 400
+    assert "by must be one of" in bad.json()["error"]["message"]

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gateway.ledger.record import MAX_NODES, Placed, Times, ledger, phase_of, shape_of
-from gateway.timing import on_cached, on_executing, started
+from gateway.ledger.record import MAX_NODES, Placed, Times, inputs_of, ledger, phase_of, shape_of
+from gateway.timing import NodeClock, on_cached, on_executing, started
 
 TRANSCRIPT = Path(__file__).parents[3] / "contract" / "ws_transcript.json"
 
@@ -21,6 +21,10 @@ def graph() -> dict[str, Any]:
 
 PLACED = Placed(worker="sim0", group="fp16", args=("--fp16-vae",), attempt=1, process_job=2)
 TIMES = Times(enqueued_at_ms=1_000, claimed_at_ms=1_250, finished_at_ms=4_000, dispatch_s=0.05)
+
+
+def of(prompt: dict[str, Any], clock: NodeClock | None, placed: Placed = PLACED) -> Any:
+    return ledger(prompt, json.dumps(prompt), clock, placed, TIMES, checkpoint=None, state="ok")
 
 
 def test_node_classes_map_to_phases() -> None:
@@ -42,6 +46,7 @@ def test_the_shape_ignores_seeds_and_texts_but_not_the_graph() -> None:
     b["3"]["inputs"]["seed"] = 12345
     b["6"]["inputs"]["text"] = "another picture"
     assert shape_of(a) == shape_of(b)
+    assert inputs_of(json.dumps(a)) != inputs_of(json.dumps(b))
     b["3"]["inputs"]["steps"] = 3
     assert shape_of(a) != shape_of(b)
 
@@ -53,7 +58,15 @@ def test_executed_nodes_are_summed_per_phase_and_cached_ones_listed() -> None:
     for node, at in (("5", 10.1), ("3", 10.2), ("8", 11.2), ("9", 11.5)):
         clock = on_executing(clock, node, at)
     clock = on_executing(clock, None, 11.6)
-    body = ledger(prompt, clock, PLACED, TIMES, checkpoint="sdxl_b.safetensors", state="success")
+    body = ledger(
+        prompt,
+        json.dumps(prompt),
+        clock,
+        PLACED,
+        TIMES,
+        checkpoint="sdxl_b.safetensors",
+        state="success",
+    )
     phases = body["phases"]
     assert phases["sample"] == 1.0
     assert round(phases["decode"], 6) == 0.3
@@ -78,16 +91,23 @@ def test_a_job_that_loaded_or_came_first_on_its_process_is_cold() -> None:
     for node, at in (("4", 0.0), ("3", 2.0)):
         clock = on_executing(clock, node, at)
     clock = on_executing(clock, None, 3.0)
-    body = ledger(prompt, clock, PLACED, TIMES, checkpoint=None, state="success")
+    body = ledger(
+        prompt, json.dumps(prompt), clock, PLACED, TIMES, checkpoint=None, state="success"
+    )
     assert body["loaded"] is True and body["cold"] is True
     assert body["phases"]["load"] == 2.0
     first = Placed("sim0", "g", (), 1, process_job=1)
     cached = on_executing(on_cached(started({}, 0.0), ["4"]), None, 1.0)
-    assert ledger(prompt, cached, first, TIMES, checkpoint=None, state="success")["cold"] is True
+    assert (
+        ledger(prompt, json.dumps(prompt), cached, first, TIMES, checkpoint=None, state="success")[
+            "cold"
+        ]
+        is True
+    )
 
 
 def test_a_job_without_events_has_an_untimed_ledger() -> None:
-    body = ledger(graph(), None, PLACED, TIMES, checkpoint=None, state="error")
+    body = of(graph(), None)
     assert body["timed"] is False
     assert body["exec_s"] is None
     assert sum(body["phases"].values()) == 0.0
@@ -99,7 +119,9 @@ def test_a_huge_graph_lists_only_its_slowest_nodes() -> None:
     for i in range(500):
         clock = on_executing(clock, str(i), i * 0.01 + (0.5 if i == 7 else 0.0))
     clock = on_executing(clock, None, 10.0)
-    body = ledger(prompt, clock, PLACED, TIMES, checkpoint=None, state="success")
+    body = ledger(
+        prompt, json.dumps(prompt), clock, PLACED, TIMES, checkpoint=None, state="success"
+    )
     assert len(body["nodes"]) == MAX_NODES
     assert "6" in body["nodes"]  # 6 ran 0.51 s, the slowest
     assert len(json.dumps(body)) < 8_000
