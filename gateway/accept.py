@@ -10,6 +10,7 @@ from typing import Any
 from gateway.errors import BadRequest, Conflict, PromptRefused, Unavailable, Unprocessable
 from gateway.jobs import EnqueueStatus, JobStore, body_digest
 from gateway.journal import Accepted, Journal
+from gateway.ledger.experiments import Experiments
 from gateway.models import NewJob, Placement, display_number
 from gateway.schemas import PromptRequest, parse_prompt_request
 from gateway.validation import FarmCatalog
@@ -29,6 +30,7 @@ class Acceptor:
         admit: Callable[[], Awaitable[None]] | None = None,
         journal: Journal | None = None,
         max_job_work: float | None = None,
+        experiments: Experiments | None = None,
     ):
         self.store = store
         self.catalog = catalog
@@ -40,6 +42,8 @@ class Acceptor:
         """Keeps what was enqueued lately, in case a Redis restart loses it."""
         self.max_job_work = max_job_work
         """Work units one job may take (`gateway.work_limit`); None: no limit."""
+        self.experiments = experiments
+        """Split jobs that pin no group across the groups of an experiment."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)
@@ -53,6 +57,8 @@ class Acceptor:
         if self.max_job_work is not None:
             check_work(validation.prompt, self.max_job_work)
         job = self._new_job(request, validation.prompt, validation.outputs)
+        if self.experiments is not None and request.group is None:
+            job = await self.experiments.assign(job, self.groups())
         idempotency = (idempotency_key, body_digest(body)) if idempotency_key else None
         enqueued_at_ms = self.store.now_ms()
         result = await self.store.enqueue(job, idempotency, enqueued_at_ms=enqueued_at_ms)

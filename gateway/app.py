@@ -19,7 +19,6 @@ from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
 from gateway.api import compat, dashboard, farm, files, info, ledger, metrics, proxy, ws
->>>>>>> 7f1eef3 (Ledger: per-phase stats by worker, group, family or workflow shape, cold and warm apart, and the first-job diagnostic rule ((first - next) / first, with the numbers) at GET /gateway/phases; the shape digest and phase lookup made cheaper (about 0.1-0.2 ms a job on a loaded machine))
 from gateway.auth import TokenGuard
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
@@ -28,6 +27,7 @@ from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
 from gateway.keys import Keys
+from gateway.ledger.experiments import Experiments
 from gateway.links import Links, WorkerLink
 from gateway.liveness import LivenessSettings
 from gateway.models import NewJob
@@ -99,7 +99,6 @@ def create_app(
     app.include_router(farm.router)
     app.include_router(dashboard.router)
     app.include_router(ledger.router)
->>>>>>> 7f1eef3 (Ledger: per-phase stats by worker, group, family or workflow shape, cold and warm apart, and the first-job diagnostic rule ((first - next) / first, with the numbers) at GET /gateway/phases; the shape digest and phase lookup made cheaper (about 0.1-0.2 ms a job on a loaded machine))
     app.include_router(metrics.router)
     app.include_router(proxy.router)  # last: whatever no other route takes
     app.add_middleware(TokenGuard, token=settings.auth_token)
@@ -189,6 +188,7 @@ async def _resources(
     membership = _membership(settings, the_farm, catalog, node)
     peers = PeerClient(node, settings.auth_token, timeout_s=settings.worker_request_timeout_s)
 
+    experiments = Experiments(redis, keys, settings.experiments)
     acceptor = Acceptor(
         store,
         catalog,
@@ -197,13 +197,24 @@ async def _resources(
         admit=admit,
         journal=the_farm.journal,
         max_job_work=settings.max_job_work,
+        experiments=experiments,
     )
     try:
         await telemetry.start()
         await hub.start()
         await membership.start()
         await the_farm.start()
-        yield Context(settings, store, hub, the_farm, catalog, acceptor, membership, peers)
+        yield Context(
+            settings,
+            store,
+            hub,
+            the_farm,
+            catalog,
+            acceptor,
+            membership,
+            peers,
+            experiments=experiments,
+        )
     finally:
         await the_farm.stop()
         await membership.stop()

@@ -16,6 +16,7 @@ from gateway.farm import Farm
 from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore
+from gateway.ledger.experiments import Experiments
 from gateway.peers.client import PeerClient
 from gateway.peers.membership import Membership
 from gateway.redis_keeper import RedisHealth
@@ -39,6 +40,8 @@ class Context:
     """The embedded Redis' supervision (None: Redis is given by URL, not ours to restart)."""
     file_roots: FileRoots = field(default_factory=FileRoots)
     """The folders `/view` checks real paths against."""
+    experiments: Experiments | None = None
+    """The farm's A/B experiments (`gateway.ledger.experiments`)."""
 
 
 def get_context(connection: HTTPConnection) -> Context:

@@ -79,6 +79,11 @@ class Keys:
         return f"{self.prefix}:ledgers"
 
     @property
+    def experiments(self) -> str:
+        """HASH experiment name -> JSON (`gateway.ledger.experiments`), those added by the API."""
+        return f"{self.prefix}:experiments"
+
+    @property
     def workers(self) -> str:
         """HASH worker name -> JSON registry record (url, group, gpu, pid, state, node...)."""
         return f"{self.prefix}:workers"

@@ -19,6 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.ledger.experiments import Experiment
 from gateway.scheduler import DEFAULT_POLICY
 from workers.comfyargs import FlagError, check_args
 from workers.emulator.cliargs import split_emulator_options
@@ -141,6 +142,8 @@ class Settings(BaseSettings):
     gpus: tuple[int | str, ...] | None = None
     policy: str = DEFAULT_POLICY
     workers: tuple[WorkerConfig, ...] = ()
+    experiments: tuple[Experiment, ...] = ()
+    """A/B experiments (`[[experiments]]`: name, groups, weights, shapes)."""
     preload: tuple[str, ...] = ()
     auth_token: str | None = None
 

@@ -86,4 +86,4 @@ async def test_phase_stats_and_the_diagnosis_of_a_cold_first_job(
     assert finding["verdict"] == "one_time_cost"
     assert finding["first_s"] > 5 * finding["next_s"]
     assert bad.status_code == 400
-    assert "by must be one of" in bad.json()["error"]["message"]
+    assert "by must be one of" in bad.json()["error"]
