@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-USAGE = """usage: comfy-gateway {serve,emulate} [options]
+USAGE = """usage: comfy-gateway {serve,emulate,ab} [options]
 
   serve     run the gateway in front of a farm (embedded Redis and emulated workers by default)
   emulate   run one emulated ComfyUI instance
+  ab        `ab report NAME`: an A/B experiment's report, a table and a PNG plot
 
 `comfy-gateway SUBCOMMAND --help` lists each subcommand's options."""
 
@@ -25,7 +26,17 @@ def _emulate(argv: Sequence[str]) -> int:
     return main(argv)
 
 
-SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"serve": _serve, "emulate": _emulate}
+def _ab(argv: Sequence[str]) -> int:
+    from gateway.ledger.cli import main
+
+    return main(argv)
+
+
+SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "serve": _serve,
+    "emulate": _emulate,
+    "ab": _ab,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -81,9 +81,10 @@ async def remove_experiment(name: str, request: Request, ctx: Ctx) -> Response:
 
 
 @router.get("/gateway/ab")
-async def ab(ctx: Ctx, experiment: str | None = None) -> Response:
+async def ab(ctx: Ctx, experiment: str | None = None, jobs: bool = False) -> Response:
     """The report of one experiment: stats per group, ratios against the baseline group with
-    intervals and tests, and a one-line verdict (`gateway.ledger.abreport`)."""
+    intervals and tests, and a one-line verdict (`gateway.ledger.abreport`); `jobs=true` adds
+    each job's group, temperature and phase seconds (what the plot of `ab report` draws)."""
     if not experiment:
         raise BadRequest("name the experiment: /gateway/ab?experiment=NAME", kind="invalid_query")
     found = await _registry(ctx).get(experiment)
@@ -91,7 +92,7 @@ async def ab(ctx: Ctx, experiment: str | None = None) -> Response:
         raise NotFound(f"no experiment {experiment}", kind="not_found")
     ledgers = await ctx.store.ledgers(ctx.settings.history_max_items)
     # The bootstrap takes a while (about 0.1 s per 100 jobs): off the event loop.
-    body = await asyncio.to_thread(abreport.report, found, ledgers)
+    body = await asyncio.to_thread(abreport.report, found, ledgers, jobs=jobs)
     return Response(json.dumps(body), media_type="application/json")
 
 

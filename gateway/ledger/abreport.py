@@ -39,18 +39,21 @@ def members(experiment: Experiment, ledgers: Sequence[Ledger]) -> list[Ledger]:
     return sorted(mine, key=lambda x: x.get("finished_at_ms") or 0)
 
 
-def report(experiment: Experiment, ledgers: Sequence[Ledger]) -> dict[str, Any]:
-    """The whole report of `experiment` from the farm's latest ledgers."""
-    jobs = members(experiment, ledgers)
-    by_group = {g: [x for x in jobs if x.get("group") == g] for g in experiment.groups}
+def report(
+    experiment: Experiment, ledgers: Sequence[Ledger], *, jobs: bool = False
+) -> dict[str, Any]:
+    """The whole report of `experiment` from the farm's latest ledgers (`jobs`: with each
+    job's group, temperature and seconds per measure)."""
+    mine = members(experiment, ledgers)
+    by_group = {g: [x for x in mine if x.get("group") == g] for g in experiment.groups}
     baseline = experiment.groups[0]
     comparisons = [
-        compare(jobs, baseline, group, _pair_alpha(experiment), descriptive=True)
+        compare(mine, baseline, group, _pair_alpha(experiment), descriptive=True)
         for group in experiment.groups[1:]
     ]
-    return {
+    body = {
         "experiment": experiment.model_dump(mode="json"),
-        "jobs": len(jobs),
+        "jobs": len(mine),
         "groups": {
             group: {
                 "n": len(part),
@@ -64,6 +67,14 @@ def report(experiment: Experiment, ledgers: Sequence[Ledger]) -> dict[str, Any]:
         "comparisons": comparisons,
         "verdict": " ".join(c["verdict"] for c in comparisons),
     }
+    if jobs:
+        body["job_times"] = [_times(x) for x in mine]
+    return body
+
+
+def _times(ledger: Ledger) -> dict[str, Any]:
+    seconds = {name: aggregate.measure(ledger, name) for name in (TOTAL, *PHASES)}
+    return {"group": ledger.get("group"), "cold": bool(ledger.get("cold")), **seconds}
 
 
 def _pair_alpha(experiment: Experiment) -> float:

@@ -4,11 +4,13 @@ real Redis, the gateway splitting the traffic and reporting."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import (
@@ -56,6 +58,7 @@ async def test_the_report_names_the_faster_group_and_its_phase(
             await _experiment_routes(client)
             report, ids = await _run_until_told(client)
             jobs = [await client.job(job_id) for job_id in ids]
+            printed = await _cli_report(url, tmp_path / "vae.png")
         finally:
             await client.close()
     # the traffic is split evenly; each job ran in the group chosen for it
@@ -73,6 +76,34 @@ async def test_the_report_names_the_faster_group_and_its_phase(
     assert not sample["decided"]  # VAE precision does not touch the sampler
     assert report["verdict"].startswith("fp16vae is faster than fp32vae"), report["verdict"]
     assert "decode" in report["verdict"]
+    # the CLI prints the same verdict under its tables, and draws the phases
+    assert printed.splitlines()[-2] == report["verdict"]
+    assert "fp16vae / fp32vae (warm jobs):" in printed
+    with Image.open(tmp_path / "vae.png") as plot:
+        assert plot.format == "PNG" and plot.size[0] > 600
+
+
+async def _cli_report(url: str, plot: Path) -> str:
+    """`comfy-gateway ab report vae`, as a user runs it."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "ab",
+        "report",
+        "vae",
+        "--url",
+        url,
+        "--token",
+        TOKEN,
+        "--plot",
+        str(plot),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    return out.decode()
 
 
 async def _experiment_routes(client: ComfyStyleClient) -> None:
