@@ -74,7 +74,12 @@ def report(
 
 def _times(ledger: Ledger) -> dict[str, Any]:
     seconds = {name: aggregate.measure(ledger, name) for name in (TOTAL, *PHASES)}
-    return {"group": ledger.get("group"), "cold": bool(ledger.get("cold")), **seconds}
+    return {
+        "job_id": ledger.get("job_id"),
+        "group": ledger.get("group"),
+        "cold": bool(ledger.get("cold")),
+        **seconds,
+    }
 
 
 def _pair_alpha(experiment: Experiment) -> float:

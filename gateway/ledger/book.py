@@ -46,6 +46,7 @@ class LedgerBook:
             experiment=job.placement.experiment,
         )
         times = Times(
+            job_id=job.job_id,
             enqueued_at_ms=job.enqueued_at_ms,
             claimed_at_ms=job.claimed_at_ms,
             finished_at_ms=self.now_ms(),

@@ -10,47 +10,45 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 from tqdm import tqdm
 
 from gateway.ledger.plot import NoPlotting, phase_boxes
 from gateway.ledger.record import PHASES
+from gateway.ledger.remote import DEFAULT_URL, Gateway, RemoteError, probe_quality
 
-DEFAULT_URL = "http://127.0.0.1:8188"
 POLL_S = 2.0
 
 
-def client(url: str, token: str | None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url, headers=headers, timeout=30)
-
-
-def fetch_report(http: httpx.Client, name: str) -> dict[str, Any]:
-    answer = http.get("/gateway/ab", params={"experiment": name, "jobs": "true"})
-    if answer.status_code != 200:
-        raise SystemExit(f"comfy-gateway ab: {answer.status_code} {_error(answer)}")
-    body: dict[str, Any] = answer.json()
-    return body
-
-
-def _error(answer: httpx.Response) -> str:
-    try:
-        return str(answer.json().get("error"))
-    except ValueError:
-        return answer.text
-
-
-def watch(http: httpx.Client, name: str, timeout_s: float) -> dict[str, Any]:
+def watch(gateway: Gateway, name: str, timeout_s: float) -> dict[str, Any]:
     """Poll the report until its verdict calls a winner or `timeout_s` passed."""
-    report = fetch_report(http, name)
+    report = gateway.report(name)
     deadline = time.monotonic() + timeout_s
     with tqdm(desc=f"jobs of {name}", unit="job", initial=report["jobs"]) as bar:
         while "is faster" not in report["verdict"] and time.monotonic() < deadline:
             time.sleep(POLL_S)
-            report = fetch_report(http, name)
+            report = gateway.report(name)
             bar.update(report["jobs"] - bar.n)
             bar.set_postfix_str(report["verdict"][:60])
     return report
+
+
+def quality_table(judged: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per group: its images against the baseline's for the same workflow and seed."""
+    rows = [["group", "images", "size", "PSNR dB", "black share", "images"]]
+    for group, verdict in judged.items():
+        images = verdict["images"]
+        first = images[0] if images else {}
+        rows.append(
+            [
+                group,
+                str(len(images)),
+                "x".join(map(str, first.get("size", []))) or "-",
+                _p(first.get("psnr_db")),
+                _p(first.get("black_share")),
+                "sound" if verdict["sound"] else f"BROKEN: {verdict['reason']}",
+            ]
+        )
+    return "\n".join(_aligned(rows))
 
 
 def table(report: Mapping[str, Any]) -> str:
@@ -132,26 +130,56 @@ def report_main(argv: Sequence[str]) -> int:
         metavar="S",
         help="follow the report up to S seconds, until it calls a winner",
     )
+    parser.add_argument(
+        "--quality",
+        action="store_true",
+        help="run the baseline's latest workflow, same seed, on every group; compare images",
+    )
     args = parser.parse_args(argv)
-    with client(args.url, args.token) as http:
-        report = watch(http, args.name, args.watch) if args.watch else fetch_report(http, args.name)
-    print(table(report))
+    try:
+        with Gateway(args.url, args.token) as gateway:
+            report = (
+                watch(gateway, args.name, args.watch) if args.watch else gateway.report(args.name)
+            )
+            print(table(report))
+            if args.quality:
+                print()
+                print(_quality(gateway, report))
+    except RemoteError as exc:
+        print(f"comfy-gateway ab: {exc}", file=sys.stderr)
+        return 1
     if not args.no_plot:
-        out = args.plot or Path(f"{args.name}.png")
-        groups = report["experiment"]["groups"]
-        try:
-            phase_boxes(report["verdict"], report.get("job_times", []), groups, out)
-            print(f"plot: {out}")
-        except NoPlotting as exc:
-            print(f"no plot: {exc}", file=sys.stderr)
+        _plot(report, args.plot or Path(f"{args.name}.png"))
     return 0
+
+
+def _quality(gateway: Gateway, report: Mapping[str, Any]) -> str:
+    groups = report["experiment"]["groups"]
+    ran = [t for t in report.get("job_times", []) if t.get("group") == groups[0]]
+    if not ran or not ran[-1].get("job_id"):
+        return "quality: no job of the baseline group to repeat yet"
+    prompt = gateway.prompt_of(ran[-1]["job_id"])
+    return "quality (the same workflow and seed on each group):\n" + quality_table(
+        probe_quality(gateway, prompt, groups)
+    )
+
+
+def _plot(report: Mapping[str, Any], out: Path) -> None:
+    groups = report["experiment"]["groups"]
+    try:
+        phase_boxes(report["verdict"], report.get("job_times", []), groups, out)
+    except NoPlotting as exc:
+        print(f"no plot: {exc}", file=sys.stderr)
+        return
+    print(f"plot: {out}")
 
 
 def main(argv: Sequence[str]) -> int:
     """`comfy-gateway ab SUBCOMMAND`."""
     if not argv or argv[0] != "report":
         print(
-            "usage: comfy-gateway ab report NAME [--url URL] [--token T] [--plot FILE]",
+            "usage: comfy-gateway ab report NAME [--url URL] [--token T] [--plot FILE] "
+            "[--watch S] [--quality]",
             file=sys.stderr,
         )
         return 2

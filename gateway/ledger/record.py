@@ -104,6 +104,7 @@ class Placed:
 class Times:
     """The gateway's stamps of the job (ms since the epoch) and of its dispatch (seconds)."""
 
+    job_id: str
     enqueued_at_ms: int
     claimed_at_ms: int | None
     finished_at_ms: int
@@ -128,6 +129,7 @@ def ledger(
     phases = _phases(nodes, exec_s)
     loaded = _loaded(prompt, clock)
     return {
+        "job_id": times.job_id,
         "worker": placed.worker,
         "group": placed.group,
         "args": list(placed.args),

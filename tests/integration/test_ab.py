@@ -77,8 +77,12 @@ async def test_the_report_names_the_faster_group_and_its_phase(
     assert report["verdict"].startswith("fp16vae is faster than fp32vae"), report["verdict"]
     assert "decode" in report["verdict"]
     # the CLI prints the same verdict under its tables, and draws the phases
-    assert printed.splitlines()[-2] == report["verdict"]
+    assert report["verdict"] in printed.splitlines()
     assert "fp16vae / fp32vae (warm jobs):" in printed
+    # ...and the quality guard: SDXL's VAE in fp16 decodes black images on this profile
+    quality = {line.split()[0]: line for line in printed.splitlines() if "1024x1024" in line}
+    assert quality["fp32vae"].endswith("sound")
+    assert quality["fp16vae"].endswith("BROKEN: black image")
     with Image.open(tmp_path / "vae.png") as plot:
         assert plot.format == "PNG" and plot.size[0] > 600
 
@@ -98,6 +102,7 @@ async def _cli_report(url: str, plot: Path) -> str:
         TOKEN,
         "--plot",
         str(plot),
+        "--quality",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

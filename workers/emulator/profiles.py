@@ -49,6 +49,8 @@ class FlagEffect:
     encode_x: float = 1.0
     sample_x: float = 1.0
     decode_x: float = 1.0
+    black_images: bool = False
+    """The VAE decodes black images (NaN in half precision, as the SDXL VAE in fp16)."""
 
     def combine(self, other: FlagEffect) -> FlagEffect:
         """Both effects at once (multipliers multiply)."""
@@ -57,6 +59,7 @@ class FlagEffect:
             encode_x=self.encode_x * other.encode_x,
             sample_x=self.sample_x * other.sample_x,
             decode_x=self.decode_x * other.decode_x,
+            black_images=self.black_images or other.black_images,
         )
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PIL import Image
@@ -127,7 +127,17 @@ class NodeWork:
             await self._send_images(node_id, inputs)
             return (), None
         await self._compute(role, node_id, inputs)
-        return outputs(class_type, self.catalog, inputs, self._loaded(class_type, inputs)), None
+        produced = outputs(class_type, self.catalog, inputs, self._loaded(class_type, inputs))
+        if role is Role.VAE and self._decodes_black(inputs):
+            produced = tuple(_black(value) for value in produced)
+        return produced, None
+
+    def _decodes_black(self, inputs: Mapping[str, Any]) -> bool:
+        """Whether this card's launch flags make the VAE decode black images for the model
+        (the profile's `black_images`, as `--fp16-vae` does to SDXL's VAE)."""
+        model = model_of(inputs)
+        family = family_of(model, self.profile) if model else DEFAULT_FAMILY
+        return self.costs.effect(family).black_images
 
     async def _compute(self, role: Role, node_id: str, inputs: Mapping[str, Any]) -> None:
         """Spend what a node that produces outputs costs."""
@@ -247,3 +257,10 @@ def _image(picture: Picture, index: int) -> Image.Image:
             log.warning("could not reread %s; rendering instead", picture.source)
     tint = picture.tint if picture.solid else (picture.tint + index * 0x3F) & 0xFFFFFF
     return images.render(picture.width, picture.height, tint, picture.solid)
+
+
+def _black(value: Any) -> Any:
+    """A decoded IMAGE as a broken VAE leaves it: all black."""
+    if isinstance(value, Picture) and value.kind == "IMAGE":
+        return replace(value, tint=0, solid=True, source=None)
+    return value

@@ -22,6 +22,7 @@ from workers.emulator import events
 from workers.emulator.app import Emulator
 from workers.emulator.costmodel import LoadTier
 from workers.emulator.flags import LaunchFlags
+from workers.emulator.profiles import load_profile
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -456,3 +457,23 @@ async def test_lru_cache_makes_a_return_to_a_checkpoint_cheap(make_app: Factory)
     lru = await emulated_seconds(make_app, ["--cache-lru", "8"], ckpts)
     assert classic[0] > classic[2] > lru[2]  # first job > reload from page cache > resident
     assert classic[2] - lru[2] > 0.1
+
+
+@pytest.mark.parametrize(
+    ("flags", "ckpt", "black"),
+    [
+        (["--fp16-vae"], "sd_xl_base_1.0.safetensors", True),
+        (["--fp16-vae"], "A.safetensors", False),
+        (["--fp32-vae"], "sd_xl_base_1.0.safetensors", False),
+    ],
+)
+async def test_sdxls_vae_in_fp16_decodes_black_images_on_the_rtx4070ti(
+    make_app: Factory, flags: list[str], ckpt: str, black: bool
+) -> None:
+    client, emulator = await make_app(
+        profile=load_profile("rtx4070ti"), flags=LaunchFlags.parse(flags)
+    )
+    entry = await run(client, emulator, txt2img(ckpt=ckpt, steps=1))
+    saved = entry["outputs"]["9"]["images"][0]
+    with Image.open(Path(emulator.dirs.output) / saved["filename"]) as image:
+        assert (image.convert("L").getextrema() == (0, 0)) is black

@@ -20,7 +20,9 @@ def graph() -> dict[str, Any]:
 
 
 PLACED = Placed(worker="sim0", group="fp16", args=("--fp16-vae",), attempt=1, process_job=2)
-TIMES = Times(enqueued_at_ms=1_000, claimed_at_ms=1_250, finished_at_ms=4_000, dispatch_s=0.05)
+TIMES = Times(
+    job_id="j1", enqueued_at_ms=1_000, claimed_at_ms=1_250, finished_at_ms=4_000, dispatch_s=0.05
+)
 
 
 def of(prompt: dict[str, Any], clock: NodeClock | None, placed: Placed = PLACED) -> Any:
