@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-USAGE = """usage: comfy-gateway {serve,emulate,ab} [options]
+USAGE = """usage: comfy-gateway {serve,emulate,ab,tune} [options]
 
   serve     run the gateway in front of a farm (embedded Redis and emulated workers by default)
   emulate   run one emulated ComfyUI instance
   ab        `ab report NAME`: an A/B experiment's report, a table and a PNG plot
+  tune      relaunch one worker with each candidate launch flag and measure what each changes
 
 `comfy-gateway SUBCOMMAND --help` lists each subcommand's options."""
 
@@ -32,10 +33,17 @@ def _ab(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def _tune(argv: Sequence[str]) -> int:
+    from gateway.tune import main
+
+    return main(argv)
+
+
 SUBCOMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "serve": _serve,
     "emulate": _emulate,
     "ab": _ab,
+    "tune": _tune,
 }
 
 

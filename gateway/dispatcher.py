@@ -426,4 +426,4 @@ def _may_run(job: JobRecord, link: WorkerLink) -> bool:
     placement = job.placement
     if placement.eligible is not None and link.name not in placement.eligible:
         return False
-    return placement.group is None or placement.group == link.group
+    return cost.group_admits(link.group, placement.group)

@@ -231,6 +231,29 @@ class Supervisor:
             worker.forget_history()
             self._launch(worker)
 
+    async def relaunch(self, name: str, spec: WorkerSpec, reason: str) -> None:
+        """End this worker's run and start it again as `spec` (other launch args or group;
+        the same name, port and folders), with a clean history. Raises KeyError for no such
+        managed worker, ValueError for a spec of another name."""
+        worker = self.workers[name]
+        if spec.name != name:
+            raise ValueError(f"a relaunch of {name} cannot rename it to {spec.name}")
+        log.warning("worker %s: relaunching with %s (%s)", name, " ".join(spec.args), reason)
+        await self._stop_run(worker, self.settings.stop_grace_s)
+        worker.record_exit(reason)
+        await self._emit(worker, LifecycleKind.EXITED, reason=reason, failure=False)
+        port = int(worker.handle.url.rsplit(":", 1)[1])
+        process, plan, refusal = self._process(spec, port, worker.output)
+        worker.handle.spec = spec
+        worker.handle.process = worker.process = process
+        worker.plan = plan
+        self.specs = [spec if s.name == name else s for s in self.specs]
+        worker.forget_history()
+        if refusal is not None:
+            worker.fail(refusal)
+            return
+        self._launch(worker)
+
     def resume(self, name: str) -> bool:
         """Start a failed or stopped worker again, with a clean history; False if it runs.
         Raises KeyError for no such managed worker."""
@@ -393,20 +416,13 @@ class Supervisor:
             return WorkerHandle(spec=spec, url=spec.url.rstrip("/"), ready=True)
         port = spec.port or recorded_port(self._keeping(spec.name).record) or self.port_for()
         url = f"http://127.0.0.1:{port}"
-        plan, refusal = self._plan(spec)
-        launched = dataclasses.replace(spec, args=plan.args) if plan else spec
-        if spec.emulate is not None:
-            argv, cwd = emulator_argv(launched, port, self.layout), None
-        else:
-            argv, cwd = comfyui_argv(launched, port, self.layout), spec.comfyui
         output = LogCapture(
             self._keeping(spec.name).log,
             max_bytes=self.settings.log_max_bytes,
             backups=self.settings.log_backups,
             owner=False,  # the keeper writes it
         )
-        env = worker_env(spec, self.environ)
-        process = self.spawn(argv, env=env, cwd=cwd, output=output, port=port)
+        process, plan, refusal = self._process(spec, port, output)
         handle = WorkerHandle(spec=spec, url=url, process=process)
         worker = ManagedWorker(
             handle, process, client=ComfyClient(url), output=output, plan=plan,
@@ -438,6 +454,20 @@ class Supervisor:
     ) -> ChildProcess:
         name = output.path.parent.name
         return KeptProcess(argv, self._keeping(name), port=port, env=env, cwd=cwd)
+
+    def _process(
+        self, spec: WorkerSpec, port: int, output: LogCapture
+    ) -> tuple[ChildProcess, LaunchPlan | None, str | None]:
+        """The (not started) process of one run of `spec` on `port`, its launch plan, and why
+        its args are refused (None: they are not)."""
+        plan, refusal = self._plan(spec)
+        launched = dataclasses.replace(spec, args=plan.args) if plan else spec
+        if spec.emulate is not None:
+            argv, cwd = emulator_argv(launched, port, self.layout), None
+        else:
+            argv, cwd = comfyui_argv(launched, port, self.layout), spec.comfyui
+        env = worker_env(spec, self.environ)
+        return self.spawn(argv, env=env, cwd=cwd, output=output, port=port), plan, refusal
 
     def _plan(self, spec: WorkerSpec) -> tuple[LaunchPlan | None, str | None]:
         try:

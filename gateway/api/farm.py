@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
-from gateway.context import Context, Ctx, require_token
-from gateway.errors import Conflict, NotFound
+from gateway.context import Context, Ctx, read_body, require_token
+from gateway.errors import BadRequest, Conflict, NotFound
 from gateway.links import WorkerLink
 from gateway.models import JobState
 from gateway.recovery import CRASHED
+from gateway.settings import NAME_RE, WorkerConfig
 
 router = APIRouter()
 
@@ -70,6 +73,48 @@ async def restart_worker(name: str, request: Request, ctx: Ctx) -> Response:
     assert ctx.farm.supervisor is not None
     await ctx.farm.supervisor.restart(link.name, "restart asked by an operator", failure=False)
     return JSONResponse({"worker": name, "restarting": True})
+
+
+@router.post("/gateway/workers/{name}/relaunch")
+async def relaunch_worker(name: str, request: Request, ctx: Ctx) -> Response:
+    """Restart its process with other launch args and/or in another group:
+    `{"args": [...], "group": "..."}` (either may be left out: kept). What it held goes back
+    to the queue (drain it first to let it finish); `previous` says what to restore."""
+    link = _managed(ctx, request, name, "relaunching a worker")
+    assert ctx.farm.supervisor is not None
+    body = await _json_object(request)
+    spec = link.handle.spec
+    try:
+        config = WorkerConfig(
+            name=spec.name,
+            emulate=spec.emulate,
+            args=body.get("args", list(spec.args)),
+            group=body.get("group", spec.group),
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise BadRequest(f"cannot relaunch {name}: {error['msg']}", kind="invalid_launch") from None
+    if not NAME_RE.match(config.group):
+        raise BadRequest(
+            f"group {config.group!r} must match {NAME_RE.pattern}", kind="invalid_group"
+        )
+    previous = {"args": list(spec.args), "group": spec.group}
+    new = replace(spec, args=config.args, group=config.group)
+    await ctx.farm.supervisor.relaunch(name, new, "relaunch asked by an operator")
+    return JSONResponse(
+        {"worker": name, "args": list(new.args), "group": new.group, "previous": previous}
+    )
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    raw = await read_body(request, 64 * 1024)
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        raise BadRequest("the body must be a JSON object", kind="invalid_json") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object", kind="invalid_json")
+    return body
 
 
 @router.post("/gateway/workers/{name}/drain")

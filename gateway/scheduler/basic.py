@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gateway.scheduler import cost
 from gateway.scheduler.policy import register
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 
@@ -18,11 +19,7 @@ Pick = Callable[[JobView, Sequence[WorkerView]], WorkerView]
 
 
 def eligible(job: JobView, worker: WorkerView) -> bool:
-    if worker.free_slots <= 0:
-        return False
-    if job.eligible is not None and worker.name not in job.eligible:
-        return False
-    return job.group is None or job.group == worker.group
+    return worker.free_slots > 0 and cost.can_run(job, worker)
 
 
 def greedy(snapshot: Snapshot, pick: Pick) -> list[Assignment]:

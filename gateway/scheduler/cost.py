@@ -26,11 +26,22 @@ def models_of(job: JobView) -> frozenset[str]:
     return frozenset((job.checkpoint,)) if job.checkpoint else frozenset()
 
 
+RESERVED_GROUP_PREFIX = "tune."
+"""A worker in a group named so (one being tuned) takes only the jobs pinned to its group."""
+
+
 def can_run(job: JobView, worker: WorkerView) -> bool:
     """Whether the worker is eligible for the job (validation, A/B group)."""
     if job.eligible is not None and worker.name not in job.eligible:
         return False
-    return job.group is None or job.group == worker.group
+    return group_admits(worker.group, job.group)
+
+
+def group_admits(worker_group: str, job_group: str | None) -> bool:
+    """Whether a worker of `worker_group` may run a job pinned to `job_group` (None: none)."""
+    if job_group is None:
+        return not worker_group.startswith(RESERVED_GROUP_PREFIX)
+    return job_group == worker_group
 
 
 def speed_of(worker: WorkerView, family: str) -> float:

@@ -99,6 +99,18 @@ _VALUED: tuple[tuple[str, type], ...] = (
 )
 
 
+CACHE_GROUP = ("--cache-classic", "--cache-lru", "--cache-none")
+
+
+def exclusive_with(flag: str) -> tuple[str, ...]:
+    """The flags ComfyUI refuses together with `flag`, itself included (just itself when it
+    belongs to no exclusive group)."""
+    for group in (*_EXCLUSIVE_SWITCHES, CACHE_GROUP):
+        if flag in group:
+            return group
+    return (flag,)
+
+
 def _add_comfyui(parser: argparse.ArgumentParser) -> None:
     comfy = parser.add_argument_group("ComfyUI 0.3.64 launch flags")
     comfy.add_argument("--listen", nargs="?", const="0.0.0.0,::", default="127.0.0.1")
@@ -119,7 +131,7 @@ def _add_comfyui(parser: argparse.ArgumentParser) -> None:
         exclusive = parser.add_mutually_exclusive_group()
         for flag in group:
             exclusive.add_argument(flag, action="store_true")
-    cache = parser.add_mutually_exclusive_group()
+    cache = parser.add_mutually_exclusive_group()  # CACHE_GROUP
     cache.add_argument("--cache-classic", action="store_true")
     cache.add_argument("--cache-lru", type=int, default=0)
     cache.add_argument("--cache-none", action="store_true")
