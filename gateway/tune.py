@@ -38,8 +38,7 @@ from gateway.ledger.abreport import TOTAL, compare
 from gateway.ledger.plot import NoPlotting, effect_bars
 from gateway.ledger.record import PHASES
 from gateway.ledger.remote import DEFAULT_URL, Gateway, RemoteError
-from workers.emulator.cliargs import exclusive_with
-from workers.emulator.flags import FlagError, LaunchFlags
+from workers.emulator.cliargs import comfyui_refuses, exclusive_with
 
 CANDIDATES = (
     "--use-split-cross-attention",
@@ -94,11 +93,8 @@ def candidates(baseline: Sequence[str], asked: Sequence[str]) -> list[tuple[str,
         args = with_flag(baseline, candidate)
         if set(args) == set(baseline) and len(args) == len(baseline):
             continue  # already the baseline
-        try:
-            LaunchFlags.parse(list(args))
-        except FlagError:
-            continue
-        out.append((candidate, args))
+        if comfyui_refuses(args) is None:
+            out.append((candidate, args))
     return out
 
 

@@ -11,6 +11,8 @@ Unlike ComfyUI, abbreviated flags are not accepted.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import NoReturn
 
 from workers.emulator.flags import PREVIEW_METHODS
 
@@ -174,6 +176,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_emulator_options(parser)
     _add_comfyui(parser)
     return parser
+
+
+class _Refused(Exception):
+    pass
+
+
+class _QuietParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Refused(message)
+
+
+def comfyui_refuses(args: Sequence[str]) -> str | None:
+    """Why ComfyUI 0.3.64's parser refuses these launch flags (an unknown flag, two of one
+    exclusive group, a bad value); None when it takes them."""
+    parser = _QuietParser(add_help=False, allow_abbrev=False)
+    _add_comfyui(parser)
+    try:
+        parser.parse_args(list(args))
+    except _Refused as exc:
+        return str(exc)
+    return None
 
 
 def split_emulator_options(argv: list[str]) -> list[str]:
