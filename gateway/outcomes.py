@@ -73,7 +73,8 @@ class Outcomes:
             entry = gateway_entry(worker_entry, job, link.name)
         prompt = _prompt_of(job)
         ledger = self._ledger(link, job, held, prompt, entry)
-        applied = await self._finish(link, job, held, entry, ledger=ledger)
+        text = "" if ledger is None else json.dumps(ledger, separators=(",", ":"))
+        applied = await self._finish(link, job, held, entry, ledger=text)
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
@@ -81,6 +82,10 @@ class Outcomes:
         if applied and done is not None:
             cached = len(held.clock.cached) if held.clock is not None else 0
             self.metrics.models_used(link.name, held.checkpoint, done.loader_cached, cached)
+        if applied and ledger is not None and ledger["timed"]:
+            self.metrics.observe_phases(
+                ledger["phases"], worker=link.name, group=link.group, checkpoint=held.checkpoint
+            )
         if applied:
             log.info(
                 "job %s %s on %s attempt %d", job_id, entry_state(entry), link.name, held.attempt
@@ -96,15 +101,15 @@ class Outcomes:
         held: Held,
         prompt: Mapping[str, Any],
         entry: Mapping[str, Any],
-    ) -> str:
+    ) -> dict[str, Any] | None:
         """The job's phase ledger; never at the cost of the job's answer (then none)."""
         if self.ledgers is None:
-            return ""
+            return None
         try:
             return self.ledgers.of(link, job, held, prompt, entry, entry_state(entry).value)
         except Exception:
             log.exception("the ledger of job %s on %s failed", job.job_id, link.name)
-            return ""
+            return None
 
     async def fail(
         self,

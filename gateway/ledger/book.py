@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -34,8 +33,8 @@ class LedgerBook:
         prompt: Mapping[str, Any],
         entry: Mapping[str, Any],
         state: str,
-    ) -> str:
-        """The job's ledger as stored (JSON text)."""
+    ) -> dict[str, Any]:
+        """The job's ledger (`gateway.ledger.record.ledger`)."""
         clock = held.clock
         placed = Placed(
             worker=link.name,
@@ -52,7 +51,7 @@ class LedgerBook:
             finished_at_ms=self.now_ms(),
             dispatch_s=None if clock is None else max(clock.started_s - held.sent_at_s, 0.0),
         )
-        body = ledger(
+        return ledger(
             prompt,
             job.prompt_json,
             clock,
@@ -62,7 +61,6 @@ class LedgerBook:
             state=state,
             outputs=list(_files(entry)),
         )
-        return json.dumps(body, separators=(",", ":"))
 
 
 def _files(entry: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
