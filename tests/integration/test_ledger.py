@@ -35,9 +35,19 @@ async def test_every_finished_job_has_a_phase_ledger_in_its_record_and_history(
                 job = await client.job(job_id)
                 assert entry["gateway"]["ledger"] == job["ledger"]
                 ledgers.append(job["ledger"])
+            metrics = (await client.http.get("/metrics")).text
         finally:
             await client.close()
     first, second = ledgers
+    # each timed ledger's phases are observed in the phase histogram
+    sampled = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("comfy_gateway_phase_seconds_count")
+        and 'phase="sample"' in line
+        and f'worker="{emulators[0].spec.name}"' in line
+    ]
+    assert sampled and float(sampled[0].rsplit(" ", 1)[1]) >= 1
     for ledger in ledgers:
         assert ledger["worker"] == emulators[0].spec.name
         assert ledger["group"] == "default"
