@@ -18,8 +18,22 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from gateway.accept import Acceptor
-from gateway.api import compat, dashboard, farm, files, info, ledger, metrics, proxy, ws
+from gateway.api import (
+    compat,
+    dashboard,
+    farm,
+    files,
+    frontend,
+    info,
+    jobs,
+    ledger,
+    metrics,
+    proxy,
+    userdata,
+    ws,
+)
 from gateway.auth import TokenGuard
+from gateway.browsers import Browsers
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
 from gateway.farm import Farm, RestartWorker
@@ -39,7 +53,9 @@ from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.settings import Settings
 from gateway.timescale import in_emulated_time
+from gateway.userdata import UserData
 from gateway.validation import FarmCatalog
+from gateway.webroot import find_web_root
 from workers.client import ComfyClient, WorkerError
 from workers.supervisor import Supervisor, WorkerHandle
 from workers.telemetry import Telemetry
@@ -83,6 +99,7 @@ def create_app(
         async with _resources(settings, workers, policy, input_dir, node_name) as context:
             context.redis_health = redis_health
             context.file_roots = FileRoots(input_dir, worker_root)
+            context.web_root = find_web_root(settings.front_end_root)
             app.state.context = context
             yield
 
@@ -93,9 +110,11 @@ def create_app(
         redoc_url=None,
         openapi_url="/gateway/openapi.json",
     )
-    for router in (compat.router, info.router, files.router, ws.router):
+    for router in (compat.router, info.router, files.router, userdata.router, ws.router):
         app.include_router(router)
         app.include_router(router, prefix="/api")
+    app.include_router(jobs.router)
+    app.include_router(frontend.router)
     app.include_router(farm.router)
     app.include_router(dashboard.router)
     app.include_router(ledger.router)
@@ -204,6 +223,8 @@ async def _resources(
         await hub.start()
         await membership.start()
         await the_farm.start()
+        users = UserData(settings.data_dir / "user")
+        browsers = Browsers(redis, keys, settings.job_ttl_s, store.now_ms)
         yield Context(
             settings,
             store,
@@ -213,6 +234,8 @@ async def _resources(
             acceptor,
             membership,
             peers,
+            users,
+            browsers,
             experiments=experiments,
         )
     finally:

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from starlette.requests import HTTPConnection
 
 from gateway.accept import Acceptor
+from gateway.browsers import Browsers
 from gateway.errors import Forbidden, PayloadTooLarge, Unauthorized
 from gateway.farm import Farm
 from gateway.file_roots import FileRoots
@@ -21,7 +22,9 @@ from gateway.peers.client import PeerClient
 from gateway.peers.membership import Membership
 from gateway.redis_keeper import RedisHealth
 from gateway.settings import Settings
+from gateway.userdata import UserData
 from gateway.validation import FarmCatalog
+from gateway.webroot import WebRoot
 
 
 @dataclass
@@ -36,12 +39,18 @@ class Context:
     """This node in the farm, and what it knows of the other nodes."""
     peers: PeerClient
     """Requests to the other nodes."""
+    users: UserData
+    """The web frontend's user data (settings, workflows), one store for the farm."""
+    browsers: Browsers
+    """The client ids each browser opened, for clearing its own items."""
     redis_health: Callable[[], RedisHealth] | None = None
     """The embedded Redis' supervision (None: Redis is given by URL, not ours to restart)."""
     file_roots: FileRoots = field(default_factory=FileRoots)
     """The folders `/view` checks real paths against."""
     experiments: Experiments | None = None
     """The farm's A/B experiments (`gateway.ledger.experiments`)."""
+    web_root: WebRoot | None = None
+    """The web frontend served at `/` (None: none installed or configured)."""
 
 
 def get_context(connection: HTTPConnection) -> Context:
@@ -57,16 +66,23 @@ AUTH_HINT = (
 )
 
 
-def require_token(context: Context, request: Request, what: str) -> None:
-    """Operator actions need the bearer token; without one configured they are disabled."""
+def is_operator(context: Context, request: Request) -> bool:
+    """Whether the request carries the gateway's token as a bearer header (operator actions
+    take it from there only, never from the cookie a browser sends by itself)."""
     token = context.settings.auth_token
     if not token:
+        return False
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.strip(), token)
+
+
+def require_token(context: Context, request: Request, what: str) -> None:
+    """Operator actions need the bearer token; without one configured they are disabled."""
+    if not context.settings.auth_token:
         raise Forbidden(
             f"{what} is disabled on this gateway; to enable it, {AUTH_HINT}", kind="forbidden"
         )
-    sent = request.headers.get("authorization", "")
-    scheme, _, value = sent.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip(), token):
+    if not is_operator(context, request):
         raise Unauthorized(f"{what} needs the gateway's bearer token", kind="unauthorized")
 
 

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
 from gateway import tasks
@@ -339,15 +339,19 @@ class Farm:
         if job is not None and link is not None and job.state is JobState.ASSIGNED:
             await self._withdraw(link, job, interrupt_if_running=False)
 
-    async def clear_pending(self) -> int:
-        """POST /queue clear: every prompt that has not started, also those already sent
-        ahead to a worker of this node (ComfyUI's clear empties its whole pending queue)."""
+    async def clear_pending(self, client_ids: Collection[str] | None = None) -> int:
+        """POST /queue clear: every prompt of these clients (None: of every client) that has
+        not started, also those already sent ahead to a worker of this node (ComfyUI's clear
+        empties its whole pending queue)."""
         cancelled = 0
-        for job_id in await self.store.pending_ids():
-            cancelled += await self._cancel_pending(job_id)
+        for job in await self.store.get_many(await self.store.pending_ids()):
+            if client_ids is None or job.client_id in client_ids:
+                cancelled += await self._cancel_pending(job.job_id)
         for link in self.links:
-            for job_id in [j for j in link.held if j != link.running]:
-                await self.delete(job_id)
+            for job_id, held in list(link.held.items()):
+                mine = client_ids is None or held.client_id in client_ids
+                if job_id != link.running and mine:
+                    await self.delete(job_id)
         self.hub.queue_changed()
         return cancelled
 

@@ -192,6 +192,14 @@ def _sendable(stored: str) -> Any:
     return value
 
 
+def entry_client_id(entry_json: str) -> str | None:
+    """The client id a history entry's prompt was sent with (in its extra_data)."""
+    item = json.loads(entry_json).get("prompt") or []
+    extra = item[3] if len(item) > 3 and isinstance(item[3], dict) else {}
+    client_id = extra.get("client_id")
+    return str(client_id) if client_id is not None else None
+
+
 def entry_state(entry: Mapping[str, Any]) -> JobState:
     """success, interrupted or error, from an entry's status block."""
     status = entry.get("status") or {}

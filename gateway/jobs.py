@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, TypeVar, cast
@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway import scripts
 from gateway.group_index import GroupIndex, queue_fields
+from gateway.history import entry_client_id
 from gateway.keys import Keys
 from gateway.models import JobRecord, JobState, NewJob, display_number
 from gateway.scheduler import queue
@@ -381,6 +382,16 @@ class JobStore:
                 pipe.zrem(self.keys.history, *ids)
                 pipe.delete(*[self.keys.entry(i) for i in ids])
                 await pipe.execute()
+
+    async def history_of_clients(self, client_ids: Collection[str]) -> list[str]:
+        """The ids of the history entries whose prompts these clients sent."""
+        ids = await self.history_ids(0, -1)
+        entries = await self.entries(ids)
+        return [
+            job_id
+            for job_id, entry in zip(ids, entries, strict=True)
+            if entry is not None and entry_client_id(entry) in client_ids
+        ]
 
     async def clear_history(self) -> None:
         await self.delete_history(await self.history_ids(0, -1))

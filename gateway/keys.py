@@ -114,6 +114,11 @@ class Keys:
         """SET of job ids a worker holds (sent to it, not finished)."""
         return f"{self.prefix}:worker:{worker}:jobs"
 
+    def browser_clients(self, browser: str) -> str:
+        """ZSET client id -> when last seen (ms): the WebSocket `clientId`s one browser opened
+        (`gateway.browsers`)."""
+        return f"{self.prefix}:browser:{browser}:clients"
+
     def idempotency(self, key: str) -> str:
         """STRING: JSON {job_id, body_sha256} for an Idempotency-Key."""
         return f"{self.prefix}:idem:{key}"

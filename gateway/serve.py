@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add("--preload", help="checkpoints every worker warms up before taking jobs, e.g. a,b")
     add("--policy", help="placement policy (affinity, the default; sticky, round_robin, ...)")
+    add(
+        "--front-end-root",
+        dest="front_end_root",
+        help="folder of the web frontend served at / (default: comfyui-frontend-package)",
+    )
     add("--log-level", dest="log_level", help="debug, info, warning")
     return parser
 

@@ -146,6 +146,8 @@ class Settings(BaseSettings):
     """A/B experiments (`[[experiments]]`: name, groups, weights, shapes)."""
     preload: tuple[str, ...] = ()
     auth_token: str | None = None
+    front_end_root: Path | None = None
+    """The web frontend's folder; None: the installed `comfyui-frontend-package`."""
 
     max_body_mib: float = 100.0
     max_prompt_mib: float = 10.0

@@ -10,11 +10,13 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from gateway.context import Context, Ctx, get_context, read_body, require_token
-from gateway.errors import BadRequest
+from gateway.browsers import COOKIE as BROWSER_COOKIE
+from gateway.browsers import valid_browser_id
+from gateway.context import AUTH_HINT, Context, Ctx, get_context, is_operator, read_body
+from gateway.errors import BadRequest, Forbidden
 from gateway.history import gateway_block
 from gateway.links import WorkerLink
-from gateway.models import HELD, JobState
+from gateway.models import HELD, JobRecord, JobState
 from gateway.peers import forward
 from gateway.peers.client import from_peer
 from gateway.schemas import parse_id_list, parse_json
@@ -40,27 +42,35 @@ async def get_prompt(ctx: Ctx) -> Response:
     return JSONResponse({"exec_info": {"queue_remaining": remaining}})
 
 
-@router.get("/queue")
-async def get_queue(ctx: Ctx) -> Response:
+async def current_queue(ctx: Context) -> tuple[list[JobRecord], list[JobRecord]]:
+    """(running, waiting) jobs of the farm, the waiting ones by number."""
     held = await ctx.store.get_many(await ctx.store.held_ids())
     pending = await ctx.store.get_many(await ctx.store.pending_ids())
     running = [job for job in held if job.state is JobState.RUNNING]
     waiting = [job for job in held if job.state is JobState.ASSIGNED] + [
         job for job in pending if job.state is JobState.PENDING
     ]
+    return running, sorted(waiting, key=lambda job: job.number)
+
+
+@router.get("/queue")
+async def get_queue(ctx: Ctx) -> Response:
+    running, waiting = await current_queue(ctx)
     running_items = ", ".join(job.queue_item_json() for job in running)
-    waiting_items = ", ".join(j.queue_item_json() for j in sorted(waiting, key=lambda j: j.number))
+    waiting_items = ", ".join(job.queue_item_json() for job in waiting)
     body = f'{{"queue_running": [{running_items}], "queue_pending": [{waiting_items}]}}'
     return Response(body, media_type=JSON)
 
 
 @router.post("/queue")
 async def post_queue(request: Request, ctx: Ctx) -> Response:
-    data = await _json_body(request)
+    """`clear` empties the caller's own waiting prompts; the whole farm's with the bearer
+    token (an operator action)."""
+    data = await json_body(request)
     if isinstance(data, dict) and data.get("clear"):
-        require_token(ctx, request, "clearing the whole queue")
-        await ctx.farm.clear_pending()
-        await _on_every_node(request, ctx, "/queue", {"clear": True})
+        scope = await _clear_scope(ctx, request, data, "the queue")
+        await ctx.farm.clear_pending(scope)
+        await _on_every_node(request, ctx, "/queue", _scoped_clear(scope))
     for job_id in parse_id_list(data, "delete"):
         await ctx.farm.delete(job_id)
         await _on_owner(request, ctx, job_id, "/queue", {"delete": [job_id]})
@@ -99,10 +109,14 @@ async def get_history_entry(prompt_id: str, ctx: Ctx) -> Response:
 
 @router.post("/history")
 async def post_history(request: Request, ctx: Ctx) -> Response:
-    data = await _json_body(request)
+    """`clear` removes the caller's own entries; the whole farm's with the bearer token."""
+    data = await json_body(request)
     if isinstance(data, dict) and data.get("clear"):
-        require_token(ctx, request, "clearing the whole history")
-        await ctx.store.clear_history()
+        scope = await _clear_scope(ctx, request, data, "the history")
+        if scope is None:
+            await ctx.store.clear_history()
+        else:
+            await ctx.store.delete_history(await ctx.store.history_of_clients(scope))
     await ctx.store.delete_history(parse_id_list(data, "delete"))
     return Response(status_code=200)
 
@@ -110,7 +124,8 @@ async def post_history(request: Request, ctx: Ctx) -> Response:
 @router.post("/interrupt")
 async def post_interrupt(request: Request, ctx: Ctx) -> Response:
     """With a prompt_id: that prompt. Without: only the caller's own running prompts (by
-    client_id in the body or `?clientId=`), never the whole farm as ComfyUI would."""
+    client_id in the body or `?clientId=`, or its browser's), never the whole farm as
+    ComfyUI would."""
     try:
         data = parse_json(await read_body(request, SMALL_BODY) or b"{}")
     except BadRequest:
@@ -121,10 +136,8 @@ async def post_interrupt(request: Request, ctx: Ctx) -> Response:
         await ctx.farm.interrupt(job_id)
         await _on_owner(request, ctx, job_id, "/interrupt", {"prompt_id": job_id})
         return Response(status_code=200)
-    client_id = data.get("client_id") or request.query_params.get("clientId")
-    client_id = client_id or request.query_params.get("client_id")
-    if client_id:
-        await ctx.farm.interrupt_client(str(client_id))
+    for client_id in await caller_client_ids(ctx, request, data):
+        await ctx.farm.interrupt_client(client_id)
         await _on_every_node(request, ctx, "/interrupt", {"client_id": client_id})
     return Response(status_code=200)
 
@@ -151,11 +164,48 @@ async def _on_owner(
         await forward.post_each(ctx.peers, [node], path, body)
 
 
+async def caller_client_ids(ctx: Context, request: Request, data: dict[str, Any]) -> set[str]:
+    """Who is asking: the client id in the body or the query (`clientId`, `client_id`), and
+    every client id the caller's browser opened a WebSocket with (its cookie)."""
+    named = data.get("client_id") or request.query_params.get("clientId")
+    named = named or request.query_params.get("client_id")
+    ids = {str(named)} if named else set()
+    browser = valid_browser_id(request.cookies.get(BROWSER_COOKIE))
+    if browser is not None:
+        ids |= await ctx.browsers.client_ids(browser)
+    return ids
+
+
+def _scoped_clear(scope: set[str] | None) -> dict[str, Any]:
+    return {"clear": True} if scope is None else {"clear": True, "client_ids": sorted(scope)}
+
+
+async def _clear_scope(
+    ctx: Context, request: Request, data: dict[str, Any], what: str
+) -> set[str] | None:
+    """The client ids whose items a clear removes; None: the whole farm's (the operator).
+    `client_ids` in the body names them (as another node passes a scoped clear on)."""
+    named = data.get("client_ids")
+    if isinstance(named, list) and named:
+        return {str(client_id) for client_id in named}
+    if is_operator(ctx, request):
+        return None
+    ids = await caller_client_ids(ctx, request, data)
+    if not ids:
+        raise Forbidden(
+            f"clearing {what} clears the caller's own items: send client_id (in the body or "
+            "as ?clientId=), or open /ws from this browser first; clearing the whole farm's "
+            f"needs the operator's bearer token ({AUTH_HINT})",
+            kind="forbidden",
+        )
+    return ids
+
+
 @router.post("/free")
 async def post_free(request: Request, ctx: Ctx) -> Response:
     """Every worker of the farm frees what it is asked to (ComfyUI's /free acts on its one
     instance)."""
-    data = await _json_body(request)
+    data = await json_body(request)
     data = data if isinstance(data, dict) else {}
     unload_models = bool(data.get("unload_models"))
     free_memory = bool(data.get("free_memory"))
@@ -173,7 +223,8 @@ async def _free(link: WorkerLink, unload_models: bool, free_memory: bool) -> Non
         link.resident = ()  # ComfyUI unloads every model on either flag
 
 
-async def _json_body(request: Request) -> Any:
+async def json_body(request: Request) -> Any:
+    """The small JSON body of a request; an empty body reads as `{}`."""
     body = await read_body(request, SMALL_BODY)
     return parse_json(body) if body.strip() else {}
 

@@ -63,7 +63,10 @@ async def embeddings(ctx: Ctx) -> Response:
 
 @router.get("/extensions")
 async def extensions(ctx: Ctx) -> Response:
-    return JSONResponse(_union(body for _, body in await _ask_all(ctx, "/extensions")))
+    """The web root's scripts, then the custom nodes' scripts of every worker."""
+    own = ctx.web_root.extensions() if ctx.web_root is not None else []
+    answers = [body for _, body in await _ask_all(ctx, "/extensions")]
+    return JSONResponse(_union([own, *answers]))
 
 
 @router.get("/features")

@@ -1,9 +1,8 @@
-"""What no gateway route takes goes to one worker, unchanged: the routes the web frontend uses
-(`/users`, `/settings`, `/userdata`, `/i18n`, `/internal/*`, ...), the static web root, and
-ComfyUI's own answers to unknown paths and methods (404, 405 with `Allow`).
+"""What no gateway route takes, and no file of the gateway's web root answers, goes to one
+worker, unchanged: custom nodes' routes and scripts, `/internal/*`, and ComfyUI's own answers
+to unknown paths and methods (404, 405 with `Allow`).
 
-The worker is the first ready one in configuration order, so state those routes keep (user
-settings, workflows) stays in one place while it lives. The browser's `Origin` and the
+The worker is the first ready one in configuration order. The browser's `Origin` and the
 gateway's bearer token are not forwarded: the gateway checks the origin itself (a worker
 bound to loopback would refuse the gateway's own), and the token is the gateway's secret.
 """
@@ -18,6 +17,7 @@ import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from gateway.api.frontend import static_file
 from gateway.context import Ctx, read_body
 from gateway.errors import Unavailable, UriTooLong
 from workers.client import WorkerError
@@ -55,6 +55,9 @@ async def forward(path: str, request: Request, ctx: Ctx) -> Response:
             f"URL of {size} bytes is longer than the {MAX_URL_BYTES} a worker accepts",
             kind="uri_too_long",
         )
+    served = static_file(ctx.web_root, request)
+    if served is not None:
+        return served
     link = ctx.farm.any_ready()
     if link is None:
         raise Unavailable("no worker is ready", kind="not_ready")

@@ -10,6 +10,8 @@ import uuid
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from gateway import tasks
+from gateway.browsers import COOKIE as BROWSER_COOKIE
+from gateway.browsers import valid_browser_id
 from gateway.context import Context, get_context
 from gateway.events import status_message
 from gateway.hub import ClientSocket
@@ -28,6 +30,9 @@ async def websocket_events(websocket: WebSocket) -> None:
     # second socket with the same id is a separate entry, and closing either leaves the other.
     ctx.hub.attach(socket)
     try:
+        browser = valid_browser_id(websocket.cookies.get(BROWSER_COOKIE))
+        if browser is not None:
+            await ctx.browsers.remember(browser, sid)
         first = status_message(await ctx.store.queue_remaining(), sid)
         writer = asyncio.create_task(_write(websocket, socket, first))
         reader = asyncio.create_task(_read(websocket, socket, ctx))
