@@ -15,6 +15,7 @@ from gateway.models import NewJob, Placement, display_number
 from gateway.schemas import PromptRequest, parse_prompt_request
 from gateway.validation import FarmCatalog
 from gateway.work_limit import check_work
+from workers.comfy import Validation
 
 
 class Acceptor:
@@ -31,6 +32,7 @@ class Acceptor:
         journal: Journal | None = None,
         max_job_work: float | None = None,
         experiments: Experiments | None = None,
+        refresh_catalog: Callable[[], Awaitable[bool]] | None = None,
     ):
         self.store = store
         self.catalog = catalog
@@ -44,6 +46,8 @@ class Acceptor:
         """Work units one job may take (`gateway.work_limit`); None: no limit."""
         self.experiments = experiments
         """Split jobs that pin no group across the groups of an experiment."""
+        self.refresh_catalog = refresh_catalog
+        """Reads the workers' file lists again (whether it did), before a file is refused."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)
@@ -51,7 +55,7 @@ class Acceptor:
             raise Unavailable("no worker is ready yet; retry shortly", kind="not_ready")
         if self.admit is not None:
             await self.admit()
-        validation = self.catalog.validate(request.prompt, request.targets)
+        validation = await self._validate(request)
         if not validation.ok:
             raise PromptRefused(validation.response_body())
         if self.max_job_work is not None:
@@ -70,6 +74,16 @@ class Acceptor:
             await self.on_accepted(job)
             return _answer(job.job_id, result.number, validation.node_errors)
         return await self._not_created(result.status, result.job_id, validation.node_errors)
+
+    async def _validate(self, request: PromptRequest) -> Validation:
+        """The prompt checked against the catalogue; a file no cached list has is asked of
+        the workers once (it may have been added since) before the prompt is refused."""
+        validation = self.catalog.validate(request.prompt, request.targets)
+        if self.refresh_catalog is None or not _names_unlisted_value(validation):
+            return validation
+        if not await self.refresh_catalog():
+            return validation
+        return self.catalog.validate(request.prompt, request.targets)
 
     def _new_job(
         self, request: PromptRequest, prompt: dict[str, Any], outputs: list[str]
@@ -128,6 +142,14 @@ class Acceptor:
 
 def _answer(job_id: str, number: float, node_errors: dict[str, Any]) -> dict[str, Any]:
     return {"prompt_id": job_id, "number": display_number(number), "node_errors": node_errors}
+
+
+def _names_unlisted_value(validation: Validation) -> bool:
+    return any(
+        error.get("type") == "value_not_in_list"
+        for node in validation.node_errors.values()
+        for error in node.get("errors") or []
+    )
 
 
 def _output_count(prompt: Mapping[str, Any], catalog: FarmCatalog) -> int:

@@ -180,6 +180,7 @@ async def _resources(
         time_scale=settings.time_scale,
         journal_s=settings.accept_journal_s,
         quarantine_after=settings.quarantine_after_crashes,
+        catalog_refresh_s=settings.catalog_refresh_s,
         liveness=LivenessSettings(
             settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
         ),
@@ -217,6 +218,7 @@ async def _resources(
         journal=the_farm.journal,
         max_job_work=settings.max_job_work,
         experiments=experiments,
+        refresh_catalog=the_farm.catalog_refresh.farm_unless_recent,
     )
     try:
         await telemetry.start()

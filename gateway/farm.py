@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Coroutine
 from typing import Any
 
 from gateway import tasks
+from gateway.catalog_refresh import CatalogRefresh
 from gateway.dispatcher import Dispatcher
 from gateway.hub import Hub
 from gateway.jobs import JobStore
@@ -71,6 +72,7 @@ class Farm:
         journal_s: float = 10.0,
         quarantine_after: int = 2,
         liveness: LivenessSettings | None = None,
+        catalog_refresh_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
     ):
@@ -80,6 +82,9 @@ class Farm:
         self.hub = hub
         self.links = links
         self.catalog = catalog
+        self.catalog_refresh = CatalogRefresh(
+            links, catalog, interval_s=catalog_refresh_s, clock=clock
+        )
         self.node = node
         self.clock = clock
         self.supervisor = supervisor
@@ -149,8 +154,9 @@ class Farm:
         await self.memory.restore(self.links)
         for link in self.links:
             if link.handle.ready:
-                await self._refresh_object_info(link)
+                await self.catalog_refresh.worker(link)
         self._tasks = [
+            tasks.spawn("catalog-refresh", self.catalog_refresh.run),
             asyncio.create_task(self.dispatcher.run(), name="dispatcher"),
             asyncio.create_task(self.recovery.run(), name="recovery"),
             asyncio.create_task(self._heartbeat(), name="registry"),
@@ -226,21 +232,12 @@ class Farm:
         return {link.name: link.group for link in self.links}
 
     async def _connected(self, link: WorkerLink) -> None:
-        """The relay of `link` is (re)connected: refresh what it offers, reconcile its jobs."""
-        if link.object_info is None or link.state is WorkerState.LOST:
-            await self._refresh_object_info(link)
+        """The relay of `link` is (re)connected: refresh what it offers (a restarted worker
+        may offer other files), reconcile its jobs."""
+        await self.catalog_refresh.worker(link)
         await self.recovery.reconcile(link)
         log.info("worker %s %s at %s", link.name, link.state, link.url)
         await self._publish_registry()
-
-    async def _refresh_object_info(self, link: WorkerLink) -> None:
-        try:
-            link.object_info = await link.client.object_info()
-        except WorkerError as exc:
-            log.warning("object_info of %s unavailable: %s", link.name, exc)
-            return
-        infos = {ln.name: ln.object_info for ln in self.links if ln.object_info is not None}
-        self.catalog.update(infos)
 
     # -- registry ----------------------------------------------------------------------------
 

@@ -199,6 +199,10 @@ class Settings(BaseSettings):
     answers again; farm-wide routes (`/system_stats`, `/models`, ...) wait no longer for one."""
     hang_after_s: float = Field(default=10.0, gt=0)
     """A worker holding jobs that has not answered for this long is hung: restarted."""
+    catalog_refresh_s: float = Field(default=60.0, gt=0)
+    """How often every worker's object_info (its node classes and file lists) is read again;
+    also read on a worker's (re)connect, after an upload, and before refusing a prompt that
+    names a file no list has."""
     prefetch: int = 1
     history_max_items: int = 10000
     ledger: bool = True

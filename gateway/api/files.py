@@ -169,7 +169,7 @@ async def upload_image(request: Request, ctx: Ctx) -> Response:
     link = _upload_target(ctx)
     body = await read_body(request, ctx.settings.max_body_bytes)
     response = await _forward_upload(
-        link, "/upload/image", body, request.headers.get("content-type", "")
+        ctx, link, "/upload/image", body, request.headers.get("content-type", "")
     )
     await _copy_to_peers(request, ctx, response)
     return response
@@ -191,7 +191,7 @@ async def upload_mask(request: Request, ctx: Ctx) -> Response:
             filename, subfolder = str(ref["filename"]), str(ref.get("subfolder", ""))
             link, rest = await _route(ctx, filename, kind, subfolder)
             body, content_type = await _rebuilt(form, {**ref, "subfolder": rest})
-    response = await _forward_upload(link, "/upload/mask", body, content_type)
+    response = await _forward_upload(ctx, link, "/upload/mask", body, content_type)
     await _copy_to_peers(request, ctx, response)
     return response
 
@@ -275,7 +275,11 @@ async def _rebuilt(form: Any, ref: dict[str, Any]) -> tuple[bytes, str]:
     return request.read(), request.headers["content-type"]
 
 
-async def _forward_upload(link: WorkerLink, path: str, body: bytes, content_type: str) -> Response:
+async def _forward_upload(
+    ctx: Context, link: WorkerLink, path: str, body: bytes, content_type: str
+) -> Response:
+    """The worker's answer; after a stored upload its file lists are read again, so that
+    `object_info` (LoadImage's list) shows the new file before the client hears back."""
     try:
         upstream = await link.client.upload(path, body, content_type)
     except WorkerError as exc:
@@ -287,6 +291,7 @@ async def _forward_upload(link: WorkerLink, path: str, body: bytes, content_type
     except ValueError:
         return Response(upstream.content, status_code=upstream.status_code)
     if upstream.status_code == 200 and isinstance(answer, dict):
+        await ctx.farm.catalog_refresh.worker(link)
         answer = _namespaced_upload(answer, link.name)
     return JSONResponse(answer, status_code=upstream.status_code)
 

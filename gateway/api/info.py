@@ -69,6 +69,17 @@ async def extensions(ctx: Ctx) -> Response:
     return JSONResponse(_union([own, *answers]))
 
 
+@router.get("/global_subgraphs")
+async def global_subgraphs(ctx: Ctx) -> Response:
+    """The subgraph blueprints custom nodes ship, by id, of every worker (`{}` from workers
+    too old to serve them)."""
+    merged: dict[str, Any] = {}
+    for _, body in await _ask_all(ctx, "/global_subgraphs"):
+        if isinstance(body, dict):
+            merged = {**body, **merged}
+    return JSONResponse(merged)
+
+
 @router.get("/features")
 async def features(ctx: Ctx) -> Response:
     merged: dict[str, Any] = {}
