@@ -160,23 +160,31 @@ def _history_in_order(query: JobQuery) -> bool:
 async def _ordered_page(
     ctx: Context, queued: list[dict[str, Any]], query: JobQuery
 ) -> tuple[list[dict[str, Any]], int]:
-    """The queue (sorted) and history (in finishing order), newest first or oldest first,
-    reading only the history entries the page shows."""
+    """The page of [queue newest first, history newest first] (descending) or of [history
+    oldest first, queue oldest first] (ascending), loading only the history entries shown."""
     queued, _ = select(queued, JobQuery(statuses=query.statuses, descending=query.descending))
     count = await ctx.store.history_count() if query.history_statuses else 0
     total = len(queued) + count
-    end = total if query.limit is None else min(total, query.offset + query.limit)
-    wanted = range(query.offset, end)
-    from_queue = [queued[i] for i in wanted if i < len(queued)]
-    history_index = [i - len(queued) for i in wanted if i >= len(queued)]
-    if not history_index:
-        return from_queue, total
-    first, last = history_index[0], history_index[-1]
-    if query.descending:  # the newest is last in the history order
-        first, last = count - 1 - last, count - 1 - first
-    ids = await ctx.store.history_ids(first, last)
-    jobs = await _history_jobs(ctx, ids)
-    return from_queue + (jobs[::-1] if query.descending else jobs), total
+    stop = total if query.limit is None else min(total, query.offset + query.limit)
+    # Each position is ("queue", index) or ("history", index in the history's own order).
+    positions = [
+        _position(i, len(queued), count, query.descending) for i in range(query.offset, stop)
+    ]
+    indexes = [index for where, index in positions if where == "history"]
+    history: dict[int, dict[str, Any]] = {}
+    if indexes:
+        first, last = min(indexes), max(indexes)
+        ids = await ctx.store.history_ids(first, last)
+        jobs = {job["id"]: job for job in await _history_jobs(ctx, ids)}
+        history = {first + n: jobs[i] for n, i in enumerate(ids) if i in jobs}
+    page = [queued[index] if where == "queue" else history.get(index) for where, index in positions]
+    return [job for job in page if job is not None], total
+
+
+def _position(i: int, queued: int, count: int, descending: bool) -> tuple[str, int]:
+    if descending:
+        return ("queue", i) if i < queued else ("history", count - 1 - (i - queued))
+    return ("history", i) if i < count else ("queue", i - count)
 
 
 async def _history_jobs(ctx: Context, ids: list[str] | None) -> list[dict[str, Any]]:
