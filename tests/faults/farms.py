@@ -168,7 +168,9 @@ class GatewayProcess:
 
 
 @contextmanager
-def gateway_process(config: Path, redis_url: str, data_dir: Path) -> Iterator[GatewayProcess]:
+def gateway_process(
+    config: Path, redis_url: str, data_dir: Path, *, ready_timeout_s: float = 30
+) -> Iterator[GatewayProcess]:
     """`python -m gateway serve --config ...` as a real process, ready to serve."""
     port = free_port()
     log_path = data_dir / "gateway.log"
@@ -181,7 +183,7 @@ def gateway_process(config: Path, redis_url: str, data_dir: Path) -> Iterator[Ga
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log_path)
     try:
-        _wait_ready(gateway, timeout_s=30)
+        _wait_ready(gateway, timeout_s=ready_timeout_s)
         yield gateway
     finally:
         if process.poll() is None:
