@@ -2,11 +2,11 @@
 
 A worker's object_info lists its files (checkpoints, LoRAs, input images), and those change
 while it runs: a model copied in, an image uploaded. The catalogue is read again from a
-worker when it (re)connects and after an upload through it, from every ready worker on a
-schedule, and when a prompt names a file no list has (before it is refused). Refreshes of
-the whole farm asked for while one runs share it, and one asked for within
-`min_interval_s` of the last is skipped, so a stream of prompts naming a missing file costs
-the workers one object_info per interval, not one per prompt.
+worker when it connects or comes back from a restart and after an upload through it, from
+every ready worker on a schedule, and when a prompt names a file no list has (before it is
+refused). Refreshes of the whole farm asked for while one runs share it, and one asked for
+within `min_interval_s` of the last is skipped, so a stream of prompts naming a missing file
+costs the workers one object_info per interval, not one per prompt.
 """
 
 from __future__ import annotations

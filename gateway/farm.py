@@ -232,9 +232,10 @@ class Farm:
         return {link.name: link.group for link in self.links}
 
     async def _connected(self, link: WorkerLink) -> None:
-        """The relay of `link` is (re)connected: refresh what it offers (a restarted worker
-        may offer other files), reconcile its jobs."""
-        await self.catalog_refresh.worker(link)
+        """The relay of `link` is (re)connected: refresh what it offers when it is new or was
+        lost (a restarted worker may offer other files), reconcile its jobs."""
+        if link.object_info is None or link.state is WorkerState.LOST:
+            await self.catalog_refresh.worker(link)
         await self.recovery.reconcile(link)
         log.info("worker %s %s at %s", link.name, link.state, link.url)
         await self._publish_registry()
