@@ -100,7 +100,9 @@ async def list_userdata_v2(request: Request, ctx: Ctx) -> Response:
     return JSONResponse(users.tree(path))
 
 
-@router.api_route("/userdata/{rest:path}", methods=["GET", "POST", "DELETE"])
+@router.api_route(
+    "/userdata/{rest:path}", methods=["GET", "POST", "DELETE"], include_in_schema=False
+)
 async def userdata_file(request: Request, ctx: Ctx) -> Response:
     names = _names(request)
     if names is None:
