@@ -69,6 +69,11 @@ async def gateway(
         running_gateway(settings, as_external(handles), input_dir) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as http,
     ):
+
+        async def ready() -> bool:
+            return (await http.get("/readyz")).status_code == 200
+
+        await until(ready, "no worker ready", timeout_s=20)
         yield http
 
 
