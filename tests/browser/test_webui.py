@@ -50,8 +50,8 @@ RESOURCE_ERROR = "Failed to load resource: the server responded with a status of
 
 SAVE_NODE = 9
 PAGE_LOAD_MS = 90_000
-"""The editor is some 30 MB of scripts: 5 s to load on an idle machine, 20-40 s on two
-busy cores."""
+"""The editor is some 30 MB of scripts: it took 20-40 s to load on two cores shared with a
+load average of 10."""
 
 
 def classic_txt2img(checkpoint: str) -> dict[str, Any]:
