@@ -21,9 +21,14 @@ def _missing_file(response: httpx.Response) -> None:
 
 @pytest.mark.parametrize("path", ["/", "/api/"])
 async def test_the_root_without_a_frontend_is_a_missing_index(
-    http: httpx.AsyncClient, path: str
+    http: httpx.AsyncClient, target: str, path: str
 ) -> None:
     response = await http.get(path)
+    if target == "gateway" and path == "/":
+        # The gateway serves the web frontend itself (tests/integration/test_webui.py).
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/html")
+        return
     _missing_file(response)
     assert response.headers["cache-control"] == "no-cache"
 

@@ -43,6 +43,7 @@ def vae_groups(tmp_path: Path) -> Iterator[list[WorkerHandle]]:
     stop_emulators([*fp32, *fp16])
 
 
+@pytest.mark.slow  # a live A/B run; tests/unit/gateway/ledger covers the statistics
 async def test_the_report_names_the_faster_group_and_its_phase(
     redis_url: str, tmp_path: Path, vae_groups: list[WorkerHandle]
 ) -> None:

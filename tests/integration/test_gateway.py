@@ -310,6 +310,7 @@ async def test_accepted_jobs_survive_a_redis_crash(
         server.stop()
 
 
+@pytest.mark.slow  # long; test_accepted_jobs_survive_a_redis_crash stays in CI
 async def test_a_redis_restart_that_lost_writes_loses_no_job_and_runs_none_twice(
     tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
 ) -> None:

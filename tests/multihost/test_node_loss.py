@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from gateway.peers.takeover import OUTCOME
 from tests.faults.farms import AUTH, GatewayProcess, alive, wait_gone
@@ -107,6 +108,7 @@ async def test_a_killed_node_s_jobs_finish_once_on_the_other_and_it_rejoins(
     assert entry["gateway"]["worker"] == "wb"
 
 
+@pytest.mark.slow  # long; tests/unit/peers covers the take-over
 async def test_a_node_frozen_past_its_ttl_lets_go_of_the_job_taken_over_meanwhile(
     redis_url: str, tmp_path: Path
 ) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.multihost.conftest import client_of, nodes
 
 WARM_A, WARM_B = CHECKPOINTS[0], CHECKPOINTS[1]
 
 
+@pytest.mark.slow  # long; tests/unit/peers checks the guarantee on 300 farms
 async def test_a_node_leaves_a_job_to_the_idle_worker_of_another_node_that_holds_its_model(
     redis_url: str, tmp_path: Path
 ) -> None:

@@ -7,12 +7,14 @@ import signal
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.faults.farms import AUTH, GatewayProcess
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.multihost.conftest import client_of, node_process, nodes, started_together
 
 
+@pytest.mark.slow  # long; tests/unit/peers covers the claims
 async def test_two_nodes_starting_on_a_waiting_queue_run_each_job_once(
     redis_url: str, tmp_path: Path
 ) -> None:
@@ -44,6 +46,7 @@ def stop(*processes: GatewayProcess) -> None:
         assert node.process.wait(30) == 0, node.log()
 
 
+@pytest.mark.slow  # long; tests/unit/peers covers the claims
 async def test_of_two_nodes_starting_with_one_worker_name_one_serves_and_one_exits(
     redis_url: str, tmp_path: Path
 ) -> None:

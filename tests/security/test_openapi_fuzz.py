@@ -35,7 +35,7 @@ def test_no_documented_route_answers_a_server_error(redis_url: str, tmp_path: Pa
         argv = [
             sys.executable, "-m", "schemathesis.cli", "run", f"{gw.url}/gateway/openapi.json",
             "--checks", "not_a_server_error", "--phases", "examples,fuzzing",
-            "-n", os.environ.get("SCHEMATHESIS_EXAMPLES", "12"),
+            "-n", os.environ.get("SCHEMATHESIS_EXAMPLES", "6"),
             "--seed", os.environ.get("SCHEMATHESIS_SEED", "1"),
             "--request-timeout", "15", "-H", f"Authorization: Bearer {TOKEN}",
         ]  # fmt: skip
