@@ -16,7 +16,15 @@ import httpx
 import pytest
 import websockets
 
-from tests.faults.farms import AUTH, FAST, TOKEN, GatewayProcess, alive, gateway_process, wait_gone
+from tests.faults.farms import (
+    AUTH,
+    TOKEN,
+    GatewayProcess,
+    alive,
+    gateway_process,
+    wait_gone,
+    write_config,
+)
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
 
@@ -27,17 +35,6 @@ LONG = {"steps": 10000, "size": 1024}
 running when the next gateway is up."""
 SHORT = {"steps": 4000, "size": 512}
 """About two seconds: over before the next gateway is started."""
-
-
-def _config(path: Path, names: list[str], **extra: object) -> Path:
-    values = {**{k: v for k, v in FAST.items() if not isinstance(v, dict)}, **extra}
-    lines = [f"{key} = {value!r}".replace("'", '"') for key, value in values.items()]
-    checkpoints = ", ".join(f'"{c}"' for c in CHECKPOINTS)
-    for name in names:
-        lines += ["[[workers]]", f'name = "{name}"', 'emulate = "rtx4070ti"']
-        lines += [f"checkpoints = [{checkpoints}]"]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 async def _workers(gateway: GatewayProcess) -> list[dict[str, Any]]:
@@ -83,7 +80,7 @@ def _count(events: list[dict[str, Any]], kind: str, prompt_id: str) -> int:
 async def test_the_next_gateway_adopts_the_workers_and_the_job_they_run(
     redis_url: str, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path / "farm.toml", ["w0"])
+    config = write_config(tmp_path / "farm.toml", ["w0"])
     data = tmp_path / "node"
     with gateway_process(config, redis_url, data) as first:
         async with _client(first.url) as client:
@@ -110,7 +107,7 @@ async def test_the_next_gateway_adopts_the_workers_and_the_job_they_run(
 async def test_a_job_that_ends_while_no_gateway_runs_is_recorded_once_and_not_run_again(
     redis_url: str, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path / "farm.toml", ["w0"])
+    config = write_config(tmp_path / "farm.toml", ["w0"])
     data = tmp_path / "node"
     with gateway_process(config, redis_url, data) as first:
         async with _client(first.url) as client:
@@ -138,7 +135,7 @@ async def test_a_job_that_ends_while_no_gateway_runs_is_recorded_once_and_not_ru
 async def test_workers_no_gateway_adopts_stop_after_the_orphan_grace(
     redis_url: str, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path / "farm.toml", ["k0", "k1"], orphan_grace_s=3.0)
+    config = write_config(tmp_path / "farm.toml", ["k0", "k1"], orphan_grace_s=3.0)
     with gateway_process(config, redis_url, tmp_path / "node") as gateway:
         pids = [w["pid"] for w in await _workers(gateway)]
         assert len(pids) == 2 and all(alive(pid) for pid in pids)

@@ -12,26 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.farms import FAST, TOKEN, gateway_process
-from tests.integration.conftest import CHECKPOINTS
+from tests.faults.farms import TOKEN, gateway_process, write_config
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _config(path: Path) -> Path:
-    values = {k: v for k, v in FAST.items() if not isinstance(v, dict)}
-    lines = [f"{key} = {value!r}".replace("'", '"') for key, value in values.items()]
-    checkpoints = ", ".join(f'"{c}"' for c in CHECKPOINTS)
-    for name in ("s0", "s1"):
-        lines += ["[[workers]]", f'name = "{name}"', 'emulate = "rtx4070ti"']
-        lines += [f"checkpoints = [{checkpoints}]"]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
 def test_no_documented_route_answers_a_server_error(redis_url: str, tmp_path: Path) -> None:
     pytest.importorskip("schemathesis")
-    with gateway_process(_config(tmp_path / "farm.toml"), redis_url, tmp_path / "node") as gw:
+    with gateway_process(
+        write_config(tmp_path / "farm.toml", ["s0", "s1"]), redis_url, tmp_path / "node"
+    ) as gw:
         argv = [
             sys.executable, "-m", "schemathesis.cli", "run", f"{gw.url}/gateway/openapi.json",
             "--checks", "not_a_server_error", "--phases", "examples,fuzzing",
