@@ -5,7 +5,8 @@ Targets (environment):
   `comfy-gateway serve` in front of two emulated workers, both started here as real processes;
 - CONTRACT_TARGET=emulator or CONTRACT_TARGET=gateway: only that one; with
   CONTRACT_TARGET=gateway and COMFY_GATEWAY_TEST_COMFYUI=/path/to/ComfyUI (Python:
-  COMFY_GATEWAY_TEST_COMFYUI_PYTHON) the gateway's workers are real ComfyUI on the CPU;
+  COMFY_GATEWAY_TEST_COMFYUI_PYTHON) the gateway's workers are real ComfyUI on the CPU, or
+  all on one GPU with COMFY_GATEWAY_TEST_GPU=N;
 - COMFYUI_URL=http://host:port: a running server (a real ComfyUI), nothing is started.
 
 Checks marked `comfyui` need a real ComfyUI behind the server.
@@ -49,7 +50,10 @@ def _comfyui_checkout() -> ComfyCheckout | None:
     if not path:
         return None
     python = os.environ.get("COMFY_GATEWAY_TEST_COMFYUI_PYTHON") or sys.executable
-    return ComfyCheckout(Path(path).resolve(), python)
+    gpu = os.environ.get("COMFY_GATEWAY_TEST_GPU", "")
+    if gpu and not gpu.isdigit():
+        raise pytest.UsageError(f"COMFY_GATEWAY_TEST_GPU must be a GPU index, not {gpu!r}")
+    return ComfyCheckout(Path(path).resolve(), python, int(gpu) if gpu else None)
 
 
 def targets() -> list[str]:

@@ -103,10 +103,12 @@ class Server:
 
 @dataclass(frozen=True)
 class ComfyCheckout:
-    """A ComfyUI checkout and the Python that runs it (real workers behind a gateway)."""
+    """A ComfyUI checkout and the Python that runs it (real workers behind a gateway), on the
+    CPU, or all on one GPU (`gpu`, an index as CUDA numbers them)."""
 
     path: Path
     python: str
+    gpu: int | None = None
 
 
 # Real ComfyUI on a CPU: ~0.03 s per step at 64x64 with the tiny checkpoint, checked for an
@@ -155,18 +157,20 @@ def emulator(work_dir: Path, *, time_scale: float) -> Iterator[Server]:
         child.terminate()
 
 
-def farm_toml(names: list[str], token: str, *, emulated: bool) -> str:
+def farm_toml(names: list[str], token: str, *, emulated: bool, gpu: int | None = None) -> str:
     """The gateway's config file: its operator token and one [[workers]] entry per name,
-    emulated cards or real ComfyUI on the CPU (`--cpu`, no GPU slot; the checkout comes from
-    `--comfyui`)."""
+    emulated cards, or real ComfyUI (the checkout comes from `--comfyui`) on the CPU (`--cpu`,
+    no GPU slot) or all on GPU `gpu` (several instances sharing one card)."""
     lines = [f"auth_token = {json.dumps(token)}"]
     for name in names:
         lines += ["", "[[workers]]", f"name = {json.dumps(name)}"]
         if emulated:
             lines.append(f"emulate = {json.dumps(WORKER_PROFILE)}")
             lines.append('args = ["--startup-s", "0"]')  # no simulated start-up delay
-        else:
+        elif gpu is None:
             lines.append('args = ["--cpu"]')
+        else:
+            lines.append(f"gpu = {gpu}")
     return "\n".join(lines) + "\n"
 
 
@@ -176,10 +180,12 @@ def gateway(
 ) -> Iterator[Server]:
     """Start `python -m gateway serve` on a free port with its own data directory (and so its
     own embedded Redis) in front of `workers` workers; stop it, and them, on exit."""
-    names = [f"{'cpu' if comfyui else 'sim'}{index}" for index in range(workers)]
+    kind = "sim" if comfyui is None else "cpu" if comfyui.gpu is None else f"gpu{comfyui.gpu}w"
+    names = [f"{kind}{index}" for index in range(workers)]
     token = secrets.token_urlsafe(16)
     config = work_dir / "farm.toml"
-    config.write_text(farm_toml(names, token, emulated=comfyui is None))
+    gpu = None if comfyui is None else comfyui.gpu
+    config.write_text(farm_toml(names, token, emulated=comfyui is None, gpu=gpu))
     port = free_port()
     argv = [
         sys.executable,
@@ -197,7 +203,7 @@ def gateway(
     ]
     if comfyui is not None:
         argv += ["--comfyui", str(comfyui.path), "--comfyui-python", comfyui.python]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env = dict(os.environ) if gpu is not None else {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     child = ChildProcess(argv, env=env, log_path=work_dir / "gateway.log")
     url = f"http://127.0.0.1:{port}"
     timeout_s = READY_TIMEOUT_S if comfyui is None else REAL_WORKERS_READY_TIMEOUT_S
