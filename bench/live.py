@@ -83,7 +83,7 @@ def farm_file(scenario: Scenario, policy: str) -> str:
     lines = [f'policy = "{policy}"', ""]
     for spec in parse_farm(scenario.farm):
         # The simulator's standard farm keeps one checkpoint per card: the classic cache
-        # (the gateway would add --cache-lru 8 on an H200).
+        # (the gateway would add --cache-lru 22 on an H200).
         args = list(spec.flags) or ["--cache-classic"]
         lines += [
             "[[workers]]",

@@ -35,7 +35,7 @@ from gateway.scheduler import speed as learned
 from gateway.scheduler.snapshot import JobView, WorkerView
 from gateway.timing import Finished, NodeClock, finished, is_loader, on_cached, on_executing
 from workers.comfy.families import family_of
-from workers.comfyargs import checkpoints_fitting, plan_launch
+from workers.comfyargs import checkpoints_fitting, checkpoints_kept, plan_launch
 
 __all__ = [
     "LOADED_FRACTION",
@@ -68,19 +68,21 @@ LOADED_FRACTION = residency.LOADED_FRACTION
 
 
 def cache_slots(args: Sequence[str], vram_total_mib: float | None, *, launched: bool) -> int:
-    """Checkpoints the instance keeps at once: 1 under the classic cache, N under
-    `--cache-lru N` (the gateway adds one where several fit to instances it `launched`), as far
-    as its VRAM allows."""
+    """Checkpoints the instance keeps at once: 1 under the classic cache; under
+    `--cache-lru N` (the gateway adds one where several fit to instances it `launched`) as
+    many as N node results hold when txt2img prompts take turns over them (N counts results,
+    not checkpoints: 8 keeps one, 22 four), as far as its VRAM allows."""
     final = tuple(args)
     if launched:
         with contextlib.suppress(ValueError):
             final = plan_launch(args, vram_total_mib).args
     size = _lru_size(final)
-    if size is None:
+    if size is None or size == 0:
         return 1
+    kept = checkpoints_kept(size)
     if vram_total_mib is not None:
-        size = min(size, max(checkpoints_fitting(vram_total_mib), 1))
-    return max(size, 1)
+        kept = min(kept, max(checkpoints_fitting(vram_total_mib), 1))
+    return kept
 
 
 def _lru_size(args: Sequence[str]) -> int | None:

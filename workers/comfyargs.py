@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workers.emulator.flags import FlagError, LaunchFlags, VramMode
+from workers.emulator.residency import TXT2IMG
 
 __all__ = [
     "CACHE_FLAGS",
@@ -20,6 +21,8 @@ __all__ = [
     "LaunchPlan",
     "check_args",
     "checkpoints_fitting",
+    "checkpoints_kept",
+    "lru_size_keeping",
     "plan_launch",
 ]
 
@@ -42,9 +45,34 @@ VRAM_RESERVE_MIB = 2500
 """VRAM models cannot use: ComfyUI's 400 MB reserve, its 0.8 GB minimum inference memory and
 the working memory of an SDXL 1024x1024 sample (the rtx4070ti profile's reserve)."""
 
-LRU_SIZE_BY_FIT = ((4, 8), (2, 4))
-"""(SDXL checkpoints that fit, --cache-lru size), largest first. 8 is the value measured on an
-H200 (switching back to a checkpoint used before: 3.3x faster); smaller cards keep fewer."""
+_OWN_RESULTS = TXT2IMG.per_model + TXT2IMG.fresh
+"""Node results a txt2img prompt adds to ComfyUI's cache on a checkpoint used before."""
+_REUSED_RESULTS = TXT2IMG.per_model + TXT2IMG.per_family
+"""Its results that a later prompt on the same checkpoint finds cached (loader, encoders,
+latent)."""
+
+
+def checkpoints_kept(lru_size: int) -> int:
+    """How many checkpoints ComfyUI keeps under `--cache-lru N` (at least one) when txt2img
+    prompts with fresh seeds take turns over them.
+
+    N counts node results, not checkpoints: at the start of each prompt whole older prompts'
+    results are dropped until N are left, and a checkpoint goes with its loader's result. To
+    find K checkpoints still cached, the prompt that reuses one keeps its own 4 results and
+    the K - 1 prompts since its last use, 6 each: 4 + 6 (K - 1) <= N (measured on an H200:
+    8 keeps one, 10 two, 22 all three of three; bench/data/real_gpu/h200-cache-lru.json)."""
+    return max(1, (lru_size - _REUSED_RESULTS) // _OWN_RESULTS + 1)
+
+
+def lru_size_keeping(checkpoints: int) -> int:
+    """The smallest `--cache-lru N` under which `checkpoints` in turn stay cached."""
+    return _REUSED_RESULTS + _OWN_RESULTS * (max(checkpoints, 1) - 1)
+
+
+LRU_KEPT_BY_FIT = ((4, 4), (2, 2))
+"""(SDXL checkpoints that fit, checkpoints to keep cached), largest first: the `--cache-lru`
+size added keeps that many in turn (22 and 10). Switching back to a checkpoint still cached
+took 1.75 s instead of 5.85 on an H200."""
 
 LOW_VRAM_SLOWDOWN = {VramMode.LOW: 2.4, VramMode.NO: 5.4}
 """How much slower jobs ran with the flag on an H200, where every model fits anyway."""
@@ -124,12 +152,14 @@ def _cache_choice(args: Sequence[str], vram_total_mib: float | None) -> tuple[li
     if vram_total_mib is None:
         return [], "cache: ComfyUI's classic cache kept (the card's VRAM is unknown)"
     fit = checkpoints_fitting(vram_total_mib)
-    for min_fit, size in LRU_SIZE_BY_FIT:
+    for min_fit, kept in LRU_KEPT_BY_FIT:
         if fit >= min_fit:
+            size = lru_size_keeping(kept)
             reason = (
                 f"cache: --cache-lru {size} added: {fit} SDXL-size checkpoints fit in "
-                f"{vram_total_mib:.0f} MiB, and a checkpoint used before comes back faster "
-                "(3.3x with --cache-lru 8 on an H200)"
+                f"{vram_total_mib:.0f} MiB, and {size} node results keep {kept} checkpoints "
+                "used in turn cached, so one used before comes back without a load (3.3x "
+                "faster on an H200)"
             )
             return ["--cache-lru", str(size)], reason
     return [], (

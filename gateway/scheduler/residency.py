@@ -3,7 +3,8 @@
 Pure bookkeeping over model keys, most recently used first:
 
 - every finished prompt makes its models the most recent (`cost.touch`), the cache keeping
-  `slots` (1 under ComfyUI's classic cache, N under `--cache-lru N`);
+  `slots` (1 under ComfyUI's classic cache; under `--cache-lru N` the checkpoints that N node
+  results hold, `gateway.learning.cache_slots`);
 - evidence corrects the belief: the loader listed in `execution_cached` means its models were
   resident; a load phase close to a real load means they were not (a short one means they were);
 - memory bounds it: models past what fits in the card's memory (pynvml) are dropped.

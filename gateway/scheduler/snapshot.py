@@ -73,8 +73,9 @@ class WorkerView:
     """Expected seconds to load a model key that is not resident, by key or family."""
     idle_since_s: float | None = None
     cache_slots: int = 1
-    """Checkpoints it keeps resident at once: 1 under ComfyUI's classic cache, up to N under
-    `--cache-lru N` (as far as VRAM allows)."""
+    """Checkpoints it keeps resident at once: 1 under ComfyUI's classic cache; under
+    `--cache-lru N` as many as N node results hold (`gateway.learning.cache_slots`), as far as
+    VRAM allows."""
     fixed_s: Mapping[str, float] = field(default_factory=dict)
     """Seconds per job outside the sampler (encode, decode, save) by model family, learned."""
     queued: tuple[frozenset[str], ...] = ()

@@ -73,6 +73,10 @@ class NodeCache:
         if key is not None:
             self._values[key] = value
 
+    def holds(self, key: Hashable) -> bool:
+        """Whether a result of this signature is cached (of this prompt or an earlier one)."""
+        return key in self._values
+
     def node_ids(self) -> list[str]:
         """Node ids of the current prompt (the ones that have a key)."""
         return list(self._keys)

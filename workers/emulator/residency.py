@@ -3,9 +3,14 @@
 Pure bookkeeping, no I/O: the emulator calls it per prompt, the scheduler simulator per job.
 Rules (PROTOCOL.md 3.3-3.4):
 - the node cache holds loader outputs: classic keeps only the checkpoints of the current
-  prompt (so after a prompt, exactly those of the previous one); `--cache-lru N` keeps the N
-  most recently used checkpoints; `--cache-none` keeps nothing across prompts. A checkpoint
-  that leaves the node cache leaves VRAM too (its ModelPatcher is garbage-collected).
+  prompt (so after a prompt, exactly those of the previous one); `--cache-none` keeps nothing
+  across prompts; `--cache-lru N` keeps N node *results*, not N checkpoints: at the start of
+  each prompt it drops whole prompts' results, oldest first, until at most N are left (never
+  the current prompt's), so a checkpoint stays only while the results of the prompts since
+  its last use fit in N. Each prompt is counted as the standard txt2img graph with a fresh
+  seed (`PromptResults`): under `--cache-lru 8` a third checkpoint evicts the first, and a
+  prompt that reuses a checkpoint evicts every other one. A checkpoint that leaves the node
+  cache leaves VRAM too (its ModelPatcher is garbage-collected).
 - cached checkpoints stay in VRAM until space is needed; then the least recently used are
   moved to host RAM (still cached), and a later use copies them back: a RAM-tier load.
 - with `--lowvram`, `--novram` or `--cpu` the weights live in host RAM and VRAM is no limit;
@@ -16,24 +21,52 @@ Rules (PROTOCOL.md 3.3-3.4):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
 
 from workers.emulator.costmodel import LoadTier
 from workers.emulator.flags import CacheMode, LaunchFlags, VramMode
+from workers.emulator.nodecache import NodeCache
 from workers.emulator.profiles import Profile
 
 _HOST_RAM_MODES = frozenset({VramMode.LOW, VramMode.NO})
+
+
+@dataclass(frozen=True)
+class PromptResults:
+    """The node results one prompt leaves in ComfyUI's cache, by what their keys depend on."""
+
+    per_model: int = 3
+    """Keyed by the checkpoint: its loader and the two text encoders fed by its CLIP."""
+    per_family: int = 1
+    """Keyed by the family's image size only: the empty latent, shared by its checkpoints."""
+    fresh: int = 3
+    """New with every seed: the sampler, the decoder and the save node."""
+
+
+TXT2IMG = PromptResults()
+"""CheckpointLoaderSimple, two CLIPTextEncode, EmptyLatentImage, KSampler, VAEDecode,
+SaveImage, the texts unchanged and a fresh seed per job."""
 
 
 class Residency:
     """The model state of one instance; mutate it with one call per prompt."""
 
     def __init__(
-        self, profile: Profile, flags: LaunchFlags, *, files_read: Iterable[str] = ()
+        self,
+        profile: Profile,
+        flags: LaunchFlags,
+        *,
+        files_read: Iterable[str] = (),
+        results: PromptResults = TXT2IMG,
     ) -> None:
-        """An empty instance; `files_read` are checkpoint files already in the page cache."""
+        """An empty instance; `files_read` are checkpoint files already in the page cache;
+        `results`: what each prompt leaves in the node cache (under `--cache-lru`)."""
         self._profile = profile
         self._flags = flags
+        self._results = results
+        self._nodes = NodeCache(CacheMode.LRU, flags.cache_lru_size)
+        self._prompts = 0
         self._host_ram = flags.cpu or flags.vram_mode in _HOST_RAM_MODES
         self._cache: dict[str, str] = {}  # checkpoint -> family, most recently used last
         self._vram: dict[str, str] = {}  # a subset of _cache, most recently used last
@@ -47,7 +80,7 @@ class Residency:
     def run_prompt(self, models: Sequence[tuple[str, str]]) -> tuple[LoadTier | None, ...]:
         """Run one prompt that uses `models` ((checkpoint, family) pairs, in execution order);
         one tier (or None) per model. A prompt with no checkpoint is `run_prompt(())`."""
-        self._start_prompt({checkpoint for checkpoint, _ in models})
+        self._start_prompt(models)
         tiers = tuple(self._use(checkpoint, family) for checkpoint, family in models)
         self._end_prompt()
         return tiers
@@ -79,6 +112,7 @@ class Residency:
 
     def forget_all(self) -> None:
         """POST /free {"free_memory": true}: cache and VRAM cleared (files stay page-cached)."""
+        self._nodes.clear()
         self._cache.clear()
         self._vram.clear()
         self._in_host_ram.clear()
@@ -88,19 +122,42 @@ class Residency:
         so the next use is a RAM-tier load."""
         self._vram.clear()
 
-    def _start_prompt(self, wanted: set[str]) -> None:
+    def _start_prompt(self, models: Sequence[tuple[str, str]]) -> None:
         mode = self._flags.cache_mode
+        wanted = {checkpoint for checkpoint, _ in models}
         if mode == CacheMode.CLASSIC:
             self._drop(c for c in self._cache if c not in wanted)
         elif mode == CacheMode.NONE:
             self._drop(self._cache)
+        else:
+            self._lru_prompt(models)
+
+    def _lru_prompt(self, models: Sequence[tuple[str, str]]) -> None:
+        """ComfyUI's LRU of node results at the start of a prompt: the prompt's results are
+        marked used, whole older prompts are dropped until N results are left; a checkpoint
+        whose loader result went leaves the cache. The prompt's results are then stored."""
+        self._prompts += 1
+        keys = self._result_keys(models)
+        self._nodes.set_prompt(keys)
+        self._drop([c for c in self._cache if not self._nodes.holds(_loader_key(c))])
+        for node_id in keys:
+            self._nodes.set(node_id, True)
+
+    def _result_keys(self, models: Sequence[tuple[str, str]]) -> dict[str, Hashable]:
+        shape = self._results
+        keys: dict[str, Hashable] = {}
+        for checkpoint, family in models:
+            keys[f"load:{checkpoint}"] = _loader_key(checkpoint)
+            for i in range(1, shape.per_model):
+                keys[f"model{i}:{checkpoint}"] = ("model", checkpoint, i)
+            for i in range(shape.per_family):
+                keys[f"family{i}:{family}"] = ("family", family, i)
+        for i in range(shape.fresh):
+            keys[f"fresh{i}"] = ("fresh", self._prompts, i)
+        return keys
 
     def _end_prompt(self) -> None:
-        mode = self._flags.cache_mode
-        if mode == CacheMode.LRU:
-            excess = len(self._cache) - max(self._flags.cache_lru_size, 1)
-            self._drop(list(self._cache)[: max(excess, 0)])
-        elif mode == CacheMode.NONE:
+        if self._flags.cache_mode == CacheMode.NONE:
             self._drop(self._cache)
 
     def _use(self, checkpoint: str, family: str) -> LoadTier | None:
@@ -132,3 +189,7 @@ class Residency:
 
     def _size_mib(self, family: str) -> float:
         return self._profile.family(family).model_size_mib
+
+
+def _loader_key(checkpoint: str) -> Hashable:
+    return ("load", checkpoint)

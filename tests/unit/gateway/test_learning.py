@@ -51,10 +51,13 @@ def test_the_family_comes_from_the_checkpoint_name(checkpoint: str | None, famil
     ("args", "vram_total_mib", "launched", "slots"),
     [
         ((), None, True, 1),  # classic cache
-        (("--cache-lru", "8"), None, True, 8),
-        (("--cache-lru=8",), None, True, 8),
-        (("--cache-lru", "8"), 12282.0, True, 1),  # one SDXL fits on a 12 GB card
-        ((), 143771.0, True, 8),  # the gateway adds --cache-lru 8 on an H200
+        # N counts node results: 8 are about one txt2img prompt's (7), 22 hold four in turn
+        (("--cache-lru", "8"), None, True, 1),
+        (("--cache-lru=10",), None, True, 2),
+        (("--cache-lru", "22"), None, True, 4),
+        (("--cache-lru", "22"), 12282.0, True, 1),  # one SDXL fits on a 12 GB card
+        (("--cache-lru", "0"), None, True, 1),  # 0 leaves the classic cache
+        ((), 143771.0, True, 4),  # the gateway adds --cache-lru 22 on an H200
         ((), 143771.0, False, 1),  # ...but not to an instance someone else started
         (("--cache-classic",), 143771.0, True, 1),
     ],
@@ -211,7 +214,7 @@ async def test_the_relay_times_nodes_and_the_dispatcher_shows_what_was_learned(
 ) -> None:
     now = FakeClock(100.0)
     hub = Hub(redis_client, "t:events", store.queue_remaining)
-    link = link_of(("--cache-lru", "4"))
+    link = link_of(("--cache-lru", "22"))
     link.hold("a", Held(1, None, SD15, (SD15,), record=record("a", SD15), sid="s"))
     link.hold("b", Held(1, None, SDXL, (SDXL,), record=record("b"), sid="s"))
     link.learn(Finished("sd15", 20.0, frozenset((SD15,)), load_s=0.0, run_s=2.0))
@@ -241,7 +244,7 @@ async def test_the_relay_times_nodes_and_the_dispatcher_shows_what_was_learned(
 
 def test_an_emulated_h200_keeps_what_its_launch_added() -> None:
     handle = WorkerHandle(WorkerSpec("w", emulate="h200"), "http://127.0.0.1:9")
-    assert WorkerLink(handle, ComfyClient(handle.url), sid="s").cache_slots == 8
+    assert WorkerLink(handle, ComfyClient(handle.url), sid="s").cache_slots == 4
     classic = WorkerHandle(WorkerSpec("w", emulate="h200", args=("--cache-classic",)), "x")
     assert WorkerLink(classic, ComfyClient(handle.url), sid="s").cache_slots == 1
 

@@ -11,9 +11,13 @@ from workers.comfyargs import (
     FlagError,
     check_args,
     checkpoints_fitting,
+    checkpoints_kept,
+    lru_size_keeping,
     plan_launch,
 )
 from workers.emulator.flags import Attention, CacheMode, LaunchFlags, VramMode
+from workers.emulator.profiles import load_profile
+from workers.emulator.residency import Residency
 
 H200_MIB = 143156
 RTX4090_MIB = 24564
@@ -108,10 +112,10 @@ def test_checkpoints_fitting_counts_sdxl_checkpoints_beside_the_reserve(
 
 PLANS = [
     # (user args, VRAM MiB, final args, words in the cache reason)
-    ([], H200_MIB, ("--cache-lru", "8"), "--cache-lru 8 added: 21 SDXL-size checkpoints"),
-    ([], 32607, ("--cache-lru", "8"), "--cache-lru 8 added: 4 SDXL-size"),
-    ([], RTX4090_MIB, ("--cache-lru", "4"), "--cache-lru 4 added: 3 SDXL-size"),
-    ([], 16376, ("--cache-lru", "4"), "--cache-lru 4 added"),
+    ([], H200_MIB, ("--cache-lru", "22"), "--cache-lru 22 added: 21 SDXL-size checkpoints"),
+    ([], 32607, ("--cache-lru", "22"), "22 node results keep 4 checkpoints"),
+    ([], RTX4090_MIB, ("--cache-lru", "10"), "--cache-lru 10 added: 3 SDXL-size"),
+    ([], 16376, ("--cache-lru", "10"), "10 node results keep 2 checkpoints"),
     ([], RTX4070TI_MIB, (), "classic cache kept: 1 SDXL-size checkpoint(s) fit in 12282 MiB"),
     ([], None, (), "classic cache kept (the card's VRAM is unknown)"),
     (["--cache-none"], H200_MIB, ("--cache-none",), "--cache-none kept as given"),
@@ -121,8 +125,8 @@ PLANS = [
     (
         ["--use-sage-attention"],
         H200_MIB,
-        ("--use-sage-attention", "--cache-lru", "8"),
-        "--cache-lru 8 added",
+        ("--use-sage-attention", "--cache-lru", "22"),
+        "--cache-lru 22 added",
     ),
 ]
 
@@ -177,3 +181,27 @@ def test_the_plan_refuses_what_check_args_refuses() -> None:
         plan_launch(["--lowvram", "--highvram"], H200_MIB)
     with pytest.raises(FlagError, match="--port"):
         plan_launch(["--port", "1"], H200_MIB)
+
+
+def kept_in_turn(lru_size: int) -> int:
+    """Checkpoints the emulated node cache keeps when txt2img prompts take turns over them:
+    no reload after the first round."""
+    kept = 1
+    for k in range(2, 12):
+        residency = Residency(
+            load_profile("h200"), LaunchFlags.parse(["--cache-lru", str(lru_size)])
+        )
+        loads = [residency.touch(f"c{i % k}.safetensors", "sd15") for i in range(3 * k)]
+        if all(tier is None for tier in loads[k:]):
+            kept = k
+    return kept
+
+
+def test_checkpoints_kept_is_what_the_emulated_node_cache_keeps_in_turn() -> None:
+    """The gateway's count against the emulator's ComfyUI node cache (the latter checked on an
+    H200, tests/unit/test_residency.py), and the size the gateway adds to keep K."""
+    for lru_size in range(1, 60):
+        kept = checkpoints_kept(lru_size)
+        assert kept == kept_in_turn(lru_size), lru_size
+        assert lru_size < lru_size_keeping(kept + 1)
+        assert lru_size >= lru_size_keeping(kept) or kept == 1

@@ -261,7 +261,7 @@ async def test_conflicting_launch_args_are_refused_before_any_start(make_farm: M
 
 @pytest.mark.parametrize(
     ("profile", "added"),
-    [("h200", ("--cache-lru", "8")), ("rtx4070ti", ())],
+    [("h200", ("--cache-lru", "22")), ("rtx4070ti", ())],
 )
 async def test_default_args_follow_the_cards_vram(
     make_farm: MakeFarm, profile: str, added: tuple[str, ...]
