@@ -15,7 +15,12 @@ measures from one ComfyUI-style client (`/prompt`, `/ws`, `/history`):
 - with the first policy only: `solo` (eight jobs one after another over A and X: warm and
   switch timings of one instance), `overhead` (tiny jobs through the gateway against the same jobs
   sent to a worker directly), `direct` (the 24-job trace on one ComfyUI directly, for scale),
-  and `kill` (kill -9 of a worker mid-job: until the job is done, until the worker is back).
+  and `kill` (kill -9 of a worker mid-job: until the job is done, until the worker is back);
+- `ab` (on a gateway of its own, after the policies): a real A/B experiment, the first worker
+  of each GPU with ComfyUI's defaults (group `base`), the others with `--ab-flag` (group
+  `variant`), SDXL jobs kept two in flight (so both groups always share the card alike) until
+  the experiment's verdict calls a winner or `--ab-jobs` were sent; the report of
+  `/gateway/ab` and the table of `comfy-gateway ab report` are kept.
 
 Every prompt gets a fresh seed (identical prompts are cached whole by ComfyUI). Each job's
 node transitions are recorded as the client heard them, so its phases (load, encode, sample,
@@ -54,6 +59,11 @@ from workers.warmup import LATENT, SAMPLER, native_size_px, warmup_prompt
 
 POLICIES = ("affinity", "swarm_like", "round_robin", "least_outstanding", "ect_greedy")
 CASES = ("first", "sequential", "burst", "trace", "zipf", "solo", "overhead", "direct", "kill")
+AB_CASE = "ab"
+"""Run on a gateway of its own (two groups of launch args), not under each policy."""
+AB_EXPERIMENT, AB_GROUPS = "attention", ("base", "variant")
+AB_IN_FLIGHT = 2
+AB_MIN_JOBS = 12
 ONCE = ("solo", "overhead", "direct", "kill")
 """Cases measured under the first policy only: they do not depend on placement."""
 A, B, C = "A.safetensors", "B.safetensors", "C.safetensors"
@@ -172,17 +182,30 @@ def _comfy_env(comfyui: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{path}:{comfyui}" if path else str(comfyui)}
 
 
-def farm_file(args: argparse.Namespace, policy: str, preload: bool) -> str:
-    """`--per-gpu` real workers on each GPU, or as many emulated ones (`--emulate PROFILE`)."""
-    lines = [f'policy = "{policy}"', f"preload = {json.dumps([A] if preload else [])}", ""]
+def farm_file(args: argparse.Namespace, policy: str, preload: bool, *, ab: bool = False) -> str:
+    """`--per-gpu` real workers on each GPU, or as many emulated ones (`--emulate PROFILE`);
+    `ab`: the A/B farm (first worker of each GPU in group `base`, the others in `variant`
+    with `--ab-flag`, preload of the A/B checkpoint, the experiment)."""
+    warm = [args.ab_ckpt] if ab else [A] if preload else []
+    lines = [f'policy = "{policy}"', f"preload = {json.dumps(warm)}", ""]
     for gpu in args.gpus:
         for i in range(args.per_gpu):
             lines += ["[[workers]]", f'name = "g{gpu}w{i}"']
+            extra = [args.ab_flag] if ab and i > 0 else []
+            if ab:
+                lines.append(f'group = "{AB_GROUPS[min(i, 1)]}"')
             if args.emulate:
                 names = json.dumps([*KINDS, *LINKS])
-                lines += [f'emulate = "{args.emulate}"', f"checkpoints = {names}", ""]
+                lines += [f'emulate = "{args.emulate}"', f"checkpoints = {names}"]
             else:
-                lines += [f"gpu = {gpu}", ""]
+                lines.append(f"gpu = {gpu}")
+            lines += [f"args = {json.dumps(extra)}", ""]
+    if ab:
+        lines += [
+            "[[experiments]]",
+            f'name = "{AB_EXPERIMENT}"',
+            f"groups = {json.dumps(AB_GROUPS)}",
+        ]
     return "\n".join(lines)
 
 
@@ -195,10 +218,10 @@ class Gateway:
 
 
 async def start_gateway(
-    root: Path, args: argparse.Namespace, policy: str, *, preload: bool
+    root: Path, args: argparse.Namespace, policy: str, *, preload: bool, ab: bool = False
 ) -> Gateway:
     config = root / "farm.toml"
-    config.write_text(farm_file(args, policy, preload))
+    config.write_text(farm_file(args, policy, preload, ab=ab))
     port = free_port()
     argv = [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--config",
             str(config), "--data-dir", str(root / "data"), "--log-level", "info"]  # fmt: skip
@@ -382,6 +405,81 @@ async def _back(url: str, name: str, old_pid: int, deadline_s: float) -> float |
     return None
 
 
+async def ab_report(url: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=60) as http:
+        response = await http.get(url + "/gateway/ab", params={"experiment": AB_EXPERIMENT})
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def ab_jobs(
+    gateway: Gateway, client: Recorder, seeds: Seeds, args: argparse.Namespace
+) -> dict[str, Any]:
+    """SDXL jobs kept `AB_IN_FLIGHT` in flight until the verdict calls a winner (after at
+    least `AB_MIN_JOBS`) or `args.ab_jobs` were sent; the report after the last."""
+    began, jobs, flying = time.monotonic(), [], set()
+    report: dict[str, Any] = {}
+    while len(jobs) < args.ab_jobs and time.monotonic() < args.deadline_s - RESERVE_S:
+        while len(flying) < AB_IN_FLIGHT and len(jobs) < args.ab_jobs:
+            job = await client.send(args.ab_ckpt, seeds())
+            jobs.append(job)
+            flying.add(
+                asyncio.create_task(
+                    client.finish([job], time.monotonic() + CASE_TIMEOUT_S, gateway=True)
+                )
+            )
+        _, flying = await asyncio.wait(flying, return_when=asyncio.FIRST_COMPLETED)
+        if len(jobs) >= AB_MIN_JOBS and len(jobs) % 2 == 0:
+            report = await ab_report(gateway.url)
+            if "is faster" in report.get("verdict", ""):
+                break
+    if flying:
+        await asyncio.wait(flying)
+    report = await ab_report(gateway.url)
+    out = case_result(jobs, began)
+    out.update(flag=args.ab_flag, checkpoint=args.ab_ckpt, verdict=report.get("verdict"),
+               report=report, cli=_ab_cli(gateway.url))  # fmt: skip
+    return out
+
+
+def _ab_cli(url: str) -> str:
+    """What `comfy-gateway ab report NAME` prints for the experiment."""
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway",
+        "ab",
+        "report",
+        AB_EXPERIMENT,
+        "--url",
+        url,
+        "--no-plot",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    return done.stdout + (done.stderr if done.returncode else "")
+
+
+async def measure_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """The A/B case on a gateway of its own."""
+    policy = args.policies[0]
+    out: dict[str, Any] = {"policy": policy, "preload": True, "case": AB_CASE, "cases": {}}
+    seeds = Seeds(int(time.time() * 1000) % 10**9)
+    with tempfile.TemporaryDirectory() as tmp:
+        gateway = await start_gateway(Path(tmp), args, policy, preload=True, ab=True)
+        out["ready_s"] = round(gateway.ready_s, 2)
+        out["workers_at_start"] = [worker_summary(r) for r in await workers_view(gateway.url)]
+        client = Recorder(gateway.url)
+        await client.open()
+        try:
+            out["cases"][AB_CASE] = await ab_jobs(gateway, client, seeds, args)
+        finally:
+            await client.close()
+            gateway.process.terminate(grace_s=15)
+            out["log_tail"] = _tail(gateway.root / "gateway.log")
+    return out
+
+
 # -- one policy --------------------------------------------------------------------------------
 
 
@@ -449,6 +547,8 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             "trace makespan s (loads)", "zipf p50/p95 s", "learned sd15/sdxl units/s"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for run in runs:
+        if run.get("case") == AB_CASE:
+            continue  # its own farm: reported by once_lines
         cases = run["cases"]
         name = run["policy"] + ("" if run["preload"] else " (no preload)")
         lines.append(
@@ -510,6 +610,11 @@ def once_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(f"direct: the 24-job trace on one ComfyUI {d['makespan_s']} s")
         if "kill" in cases:
             lines.append(f"kill -9: {json.dumps(cases['kill'])}")
+        if AB_CASE in cases:
+            ab = cases[AB_CASE]
+            lines.append(
+                f"A/B `{ab['flag']}` on {ab['checkpoint']}, {ab['jobs']} jobs: {ab['verdict']}"
+            )
     return lines
 
 
@@ -519,15 +624,25 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     setup: dict[str, Any] = {"made_s": made}
     print(f"checkpoints: {setup}", file=sys.stderr, flush=True)
     plan = [(p, True) for p in args.policies] + ([(args.policies[0], False)] if args.cold else [])
+    per_policy = [c for c in args.cases if c != AB_CASE]
+    if not per_policy:
+        plan = []
     for i, (policy, preload) in enumerate(plan):
         if time.monotonic() > args.deadline_s - RESERVE_S - 60:
             results.append({"policy": policy, "preload": preload, "cases": {}, "skipped": "budget"})
             continue
-        cases = [c for c in args.cases if i == 0 or c not in ONCE] if preload else ["first"]
+        cases = [c for c in per_policy if i == 0 or c not in ONCE] if preload else ["first"]
         try:
             results.append(await measure_policy(args, policy, cases, preload=preload))
         except Exception as exc:  # one policy failing must not lose the others' results
             results.append({"policy": policy, "preload": preload, "cases": {}, "error": repr(exc)})
+        write_json(args, setup, results)
+    if AB_CASE in args.cases:
+        try:
+            results.append(await measure_ab(args))
+        except Exception as exc:  # keep what the policies measured
+            results.append({"policy": args.policies[0], "preload": True, "case": AB_CASE,
+                            "cases": {}, "error": repr(exc)})  # fmt: skip
         write_json(args, setup, results)
     return results
 
@@ -554,6 +669,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cold", action="store_true", help="also a gateway without preload")
     parser.add_argument("--budget-s", dest="budget_s", type=float, default=540.0)
     parser.add_argument("--seed", type=int, default=0, help="the Zipf trace's draw")
+    parser.add_argument("--ab-flag", dest="ab_flag", default="--use-split-cross-attention")
+    parser.add_argument("--ab-ckpt", dest="ab_ckpt", default=X, help="the A/B jobs' checkpoint")
+    parser.add_argument("--ab-jobs", dest="ab_jobs", type=int, default=40, help="at most")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     args.deadline_s = time.monotonic() + args.budget_s
