@@ -1,21 +1,26 @@
 """The report of `bench.real_gpu` runs: every policy's row, the issue's targets with a verdict,
 the policy-independent cases, and the simulator's prediction of the 24-job trace beside the
 real makespans (the simulator runs the gateway's policies on two `h200-pair` workers: two
-instances sharing one H200, both busy).
+instances sharing one H200, both busy); the physical lower bound of that trace on the card; the
+A/B run's report; and, when given, the `--cache-lru` check (`bench.cache_lru`) and contract
+suite summaries.
 
     python -m bench.real_gpu_report FILE.json [FILE.json ...] [--out bench/results/real_gpu.md]
+        [--cache-lru CACHE.json] [--contract LABEL=PYTEST_OUTPUT.txt ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.real_gpu import POLICIES, TRACE, A, once_lines, table
+from bench import cache_lru
+from bench.real_gpu import AB_CASE, POLICIES, TRACE, A, once_lines, table
 from bench.sim.bounds import warm_best_s
 from bench.sim.costs import make_card
 from bench.sim.engine import SimConfig, Simulator
@@ -26,6 +31,10 @@ from bench.sim.trace import SimJob
 from gateway.scheduler.policy import slots_per_worker
 from workers.emulator.costmodel import JobShape
 
+STEPS_NOTE = (
+    f"txt2img prompts with fresh seeds ({cache_lru.STEPS} steps, 512x512) one after another "
+    "over three SD1.5 checkpoints; R: the loader ran (a reload), `.`: it was cached."
+)
 OURS = "affinity"
 BASELINES = tuple(p for p in POLICIES if p != OURS)
 SIM_PROFILE, SIM_ARGS = "h200-pair", ("--cache-lru", "8")
@@ -89,6 +98,125 @@ def _target_row(label: str, ours: float, reference: str, ratio: float, limit: fl
     return f"| {label} | {ours:.2f} s | {reference} | {ratio:.2f} | {verdict} |"
 
 
+def service_gaps(jobs: Sequence[dict[str, Any]]) -> list[tuple[float, bool]]:
+    """(seconds since the previous completion, whether it loaded) of jobs that one instance
+    served back to back: what each took of the card, queueing aside."""
+    ends = sorted((j["sent_s"] + j["latency_s"], bool(j["loaded"])) for j in jobs if j["latency_s"])
+    return [
+        (end - before, loaded)
+        for (before, _), (end, loaded) in itertools.pairwise([(0.0, False), *ends])
+    ]
+
+
+def paired_gaps(jobs: Sequence[dict[str, Any]]) -> list[float]:
+    """Gaps between one worker's consecutive warm completions while the other worker was still
+    busy (finished something later): a job's time with the card shared."""
+    by_worker: dict[str, list[tuple[float, bool]]] = {}
+    for j in jobs:
+        if j["latency_s"] and j.get("worker"):
+            by_worker.setdefault(j["worker"], []).append(
+                (j["sent_s"] + j["latency_s"], j["loaded"])
+            )
+    gaps = []
+    for worker, ends in by_worker.items():
+        last_other = max(
+            (e for w, v in by_worker.items() if w != worker for e, _ in v), default=0.0
+        )
+        ends.sort()
+        gaps += [
+            b - a
+            for (a, _), (b, loaded) in itertools.pairwise(ends)
+            if not loaded and b < last_other
+        ]
+    return gaps
+
+
+def trace_bound(runs: Sequence[dict[str, Any]]) -> dict[str, float] | None:
+    """The 24-job trace's physical lower bound on the one card from the raw runs: every job at
+    the card's best warm rate (one instance alone, from the `direct` case, or two sharing it,
+    from the trace runs, whichever does more), plus the loads no schedule avoids (B and C; A
+    also without preload), hidden behind the other instance's compute or not."""
+    direct = [g for r in runs for g in service_gaps(r["cases"].get("direct", {}).get("runs", []))]
+    paired = [g for r in runs for g in paired_gaps(r["cases"].get("trace", {}).get("runs", []))]
+    warm = [s for s, loaded in direct if not loaded]
+    loading = [s for s, loaded in direct if loaded]
+    if not warm or not loading or not paired:
+        return None
+    alone_s, shared_s = statistics.median(warm), statistics.median(paired)
+    card_s = min(alone_s, shared_s / 2)
+    load_s = statistics.median(loading) - alone_s
+    compute_s = len(TRACE) * card_s
+    unavoidable = len(set(TRACE) - {A})
+    return {
+        "alone_s": alone_s, "shared_s": shared_s, "card_s": card_s, "load_s": load_s,
+        "compute_s": compute_s, "loads": unavoidable,
+        "hidden_s": compute_s, "serial_s": compute_s + unavoidable * load_s,
+        "serial_cold_s": compute_s + (unavoidable + 1) * load_s,
+    }  # fmt: skip
+
+
+def bound_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
+    bound = trace_bound(runs)
+    robin = _mean(_cases(runs, "round_robin", "trace", "makespan_s"))
+    if bound is None or robin is None:
+        return ["- not enough raw data (needs the `direct` case and trace runs)"]
+    b, needed = bound, robin / 1.5
+    return [
+        f"- One ComfyUI alone on the card: a warm SD1.5 job takes {b['alone_s']:.3f} s of it "
+        f"(median of {len(TRACE)}-job `direct` runs, completions back to back); two instances "
+        f"sharing it: {b['shared_s']:.3f} s each, {b['shared_s'] / 2:.3f} s of card per job. "
+        f"Two instances add no throughput: the card does one job per {b['card_s']:.3f} s at best.",
+        f"- A load (page cache, SD1.5) adds {b['load_s']:.3f} s to its job. With A preloaded on "
+        f"both instances the trace needs {b['loads']} loads (B, C) whatever the schedule.",
+        f"- Lower bound: {len(TRACE)} x {b['card_s']:.3f} = {b['compute_s']:.2f} s of compute, "
+        f"{b['hidden_s']:.2f} s if every load hid behind the other instance's compute, "
+        f"{b['serial_s']:.2f} s if they do not ({b['serial_cold_s']:.2f} s with A's load too).",
+        f"- 1.5x faster than round_robin ({robin:.2f} s) means {needed:.2f} s: "
+        f"{needed / b['hidden_s']:.3f}x the bound with every load hidden and no gap between jobs, "
+        f"{needed / b['serial_s']:.3f}x the bound with loads in series. "
+        + (
+            "**Not reachable** on one card: at the bound round_robin would be "
+            f"{robin / b['hidden_s']:.2f}x (loads hidden) to {robin / b['serial_s']:.2f}x slower."
+            if needed < b["serial_s"]
+            else "Reachable in principle."
+        ),
+    ]
+
+
+def ab_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """The A/B run's `comfy-gateway ab report` table and its workers' launch args."""
+    out = []
+    for run in runs:
+        ab = run["cases"].get(AB_CASE)
+        if run.get("case") != AB_CASE or not ab:
+            continue
+        args = "; ".join(
+            f"{w['name']}: `{' '.join(w.get('args') or []) or '(none)'}`"
+            for w in run.get("workers_at_start", [])
+        )
+        out += [
+            f"`{ab['flag']}` against ComfyUI's default attention (PyTorch SDPA), {ab['checkpoint']}"
+            f" 1024x1024, 20 steps, two jobs in flight (one per group, so both share the card "
+            f"alike), {ab['jobs']} jobs; workers {args}.",
+            "",
+            "```",
+            ab["cli"].strip(),
+            "```",
+            "",
+            f"Verdict: **{ab['verdict']}**",
+        ]
+    return out
+
+
+def contract_lines(contracts: Sequence[tuple[str, Path]]) -> list[str]:
+    """The summary line pytest printed for each contract run."""
+    out = []
+    for label, path in contracts:
+        lines = [line.strip("= ") for line in path.read_text().splitlines() if " in " in line]
+        out.append(f"- {label}: {lines[-1] if lines else 'no summary'} (`{path}`)")
+    return out
+
+
 def simulated_trace_s(policy: str) -> float:
     """The simulator's makespan of the 24-job trace on two `h200-pair` workers holding A."""
     shape = JobShape(A, "sd15", 20, 512, 512)
@@ -147,26 +275,49 @@ def cold_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _options(
+    paths: Sequence[Path],
+    before: Path | None,
+    cache: Path | None,
+    contracts: Sequence[tuple[str, Path]],
+) -> str:
+    words = [str(p) for p in paths]
+    words += [f"--before {before}"] if before else []
+    words += [f"--cache-lru {cache}"] if cache else []
+    words += [f'--contract "{label}={path}"' for label, path in contracts]
+    return " ".join(words)
+
+
 def load(paths: Sequence[Path]) -> list[dict[str, Any]]:
     return [run for path in paths for run in json.loads(path.read_text())["runs"]]
 
 
-def report(paths: Sequence[Path], before: Path | None) -> str:
+def report(
+    paths: Sequence[Path],
+    before: Path | None,
+    cache: Path | None = None,
+    contracts: Sequence[tuple[str, Path]] = (),
+) -> str:
     runs = load(paths)
+    policy_runs = [r for r in runs if r.get("case") != AB_CASE]
     parts = [
         "# Real ComfyUI on one H200 behind the gateway",
         "",
-        f"Made by `python -m bench.real_gpu_report {' '.join(str(p) for p in paths)}` from the raw "
-        'runs of `python -m bench.real_gpu` (commands and set-up in README.md, "Measured on a '
-        'real card").',
+        f"Made by `python -m bench.real_gpu_report {_options(paths, before, cache, contracts)}` "
+        "from the raw runs of `python -m bench.real_gpu`, `python -m bench.cache_lru` and pytest "
+        '(commands and set-up in README.md, "Measured on a real card").',
         "",
         "## Every policy, each on a fresh gateway",
         "",
-        table(runs),
+        table(policy_runs),
         "",
         "## The targets",
         "",
-        *target_lines(runs),
+        *target_lines(policy_runs),
+        "",
+        "## How fast the 18:4:2 trace can be on one card (from the raw runs)",
+        "",
+        *bound_lines(policy_runs),
         "",
         "## Cases that do not depend on placement (under the first policy of a run)",
         "",
@@ -175,8 +326,26 @@ def report(paths: Sequence[Path], before: Path | None) -> str:
         "",
         "## The simulator's 24-job trace against the real one",
         "",
-        *sim_lines(runs),
+        *sim_lines(policy_runs),
         "",
+        *(["## A/B on the card", "", *ab_lines(runs), ""] if ab_lines(runs) else []),
+        *(
+            ["## The contract suite on the card", "", *contract_lines(contracts), ""]
+            if contracts
+            else []
+        ),
+        *(
+            [
+                "## What `--cache-lru N` keeps (`python -m bench.cache_lru`)",
+                "",
+                f"Raw: `{cache}`. One ComfyUI per mode, all on the card at once, {STEPS_NOTE}",
+                "",
+                cache_lru.table(json.loads(cache.read_text())),
+                "",
+            ]
+            if cache
+            else []
+        ),
         "## What the gateway learned of SD1.5 (units/s; 20-step 512x512 jobs are 5.24 units)",
         "",
         *[line for path in paths for line in learned_lines(load([path]), path.stem)],
@@ -191,8 +360,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--before", type=Path, default=None, help="a run before the fixes")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--cache-lru", dest="cache", type=Path, default=None)
+    parser.add_argument("--contract", action="append", default=[], help="LABEL=FILE")
     args = parser.parse_args(argv)
-    text = report(args.files, args.before)
+    contracts = [
+        (label, Path(file)) for label, _, file in (c.rpartition("=") for c in args.contract)
+    ]
+    text = report(args.files, args.before, args.cache, contracts)
     if args.out:
         args.out.write_text(text)
     print(text)
