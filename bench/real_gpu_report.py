@@ -168,7 +168,8 @@ def bound_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
         f"Two instances add no throughput: the card does one job per {b['card_s']:.3f} s at best.",
         f"- A load (page cache, SD1.5) adds {b['load_s']:.3f} s to its job. With A preloaded on "
         f"both instances the trace needs {b['loads']} loads (B, C) whatever the schedule.",
-        f"- Lower bound: {len(TRACE)} x {b['card_s']:.3f} = {b['compute_s']:.2f} s of compute, "
+        f"- Lower bound at that (median) rate: {len(TRACE)} x {b['card_s']:.3f} = "
+        f"{b['compute_s']:.2f} s of compute, "
         f"{b['hidden_s']:.2f} s if every load hid behind the other instance's compute, "
         f"{b['serial_s']:.2f} s if they do not ({b['serial_cold_s']:.2f} s with A's load too).",
         f"- 1.5x faster than round_robin ({robin:.2f} s) means {needed:.2f} s: "
