@@ -29,6 +29,7 @@ from gateway.api import (
     ledger,
     metrics,
     proxy,
+    templates,
     userdata,
     ws,
 )
@@ -52,6 +53,7 @@ from gateway.redis_keeper import RedisHealth
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
 from gateway.settings import Settings
+from gateway.templates import find_template_folders
 from gateway.timescale import in_emulated_time
 from gateway.userdata import UserData
 from gateway.validation import FarmCatalog
@@ -100,6 +102,7 @@ def create_app(
             context.redis_health = redis_health
             context.file_roots = FileRoots(input_dir, worker_root)
             context.web_root = find_web_root(settings.front_end_root)
+            context.templates = find_template_folders()
             app.state.context = context
             yield
 
@@ -115,6 +118,7 @@ def create_app(
         app.include_router(router, prefix="/api")
     app.include_router(jobs.router)
     app.include_router(frontend.router)
+    app.include_router(templates.router)
     app.include_router(farm.router)
     app.include_router(dashboard.router)
     app.include_router(ledger.router)

@@ -22,6 +22,7 @@ from gateway.peers.client import PeerClient
 from gateway.peers.membership import Membership
 from gateway.redis_keeper import RedisHealth
 from gateway.settings import Settings
+from gateway.templates import TemplateFolders
 from gateway.userdata import UserData
 from gateway.validation import FarmCatalog
 from gateway.webroot import WebRoot
@@ -51,6 +52,8 @@ class Context:
     """The farm's A/B experiments (`gateway.ledger.experiments`)."""
     web_root: WebRoot | None = None
     """The web frontend served at `/` (None: none installed or configured)."""
+    templates: TemplateFolders = field(default_factory=lambda: TemplateFolders(()))
+    """The workflow template packages installed beside the gateway (none: a worker's)."""
 
 
 def get_context(connection: HTTPConnection) -> Context:

@@ -120,6 +120,7 @@ def to_spec(worker: WorkerConfig) -> WorkerSpec:
         comfyui=worker.comfyui,
         emulate=worker.emulate,
         checkpoints=worker.checkpoints,
+        models=tuple(worker.models.items()),
         url=worker.url,
         port=worker.port,
         preload=worker.preload or (),

@@ -23,6 +23,7 @@ from gateway.ledger.experiments import Experiment
 from gateway.scheduler import DEFAULT_POLICY
 from workers.comfyargs import FlagError, check_args
 from workers.emulator.cliargs import split_emulator_options
+from workers.emulator.modelfolders import model_folder
 from workers.logs import MIB
 from workers.managed import SupervisionSettings
 from workers.restart import RestartSettings
@@ -50,6 +51,9 @@ class WorkerConfig(BaseModel):
     comfyui: Path | None = None
     emulate: str | None = None
     checkpoints: tuple[str, ...] = ()
+    models: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """An emulated worker's files of other model folders (`{vae = ["ae.safetensors"]}`);
+    a folder not named keeps the emulator's default files."""
     url: str | None = None
     port: int | None = None
     preload: tuple[str, ...] | None = None
@@ -59,6 +63,11 @@ class WorkerConfig(BaseModel):
     @classmethod
     def _one_slot(cls, value: Any) -> Any:
         return _slot(value) if isinstance(value, str) else value
+
+    @field_validator("models")
+    @classmethod
+    def _known_folders(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        return model_folders(value)
 
     @model_validator(mode="after")
     def _args_can_work(self) -> WorkerConfig:
@@ -136,6 +145,8 @@ class Settings(BaseSettings):
     emulate: int | None = None
     emulate_profile: str = "rtx4070ti"
     emulate_checkpoints: tuple[str, ...] = ()
+    emulate_models: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Emulated workers' files of other model folders, by folder (as `WorkerConfig.models`)."""
     time_scale: float = 1.0
     comfyui: Path | None = None
     comfyui_python: str | None = None
@@ -226,6 +237,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("emulate_models")
+    @classmethod
+    def _known_emulated_folders(
+        cls, value: dict[str, tuple[str, ...]]
+    ) -> dict[str, tuple[str, ...]]:
+        return model_folders(value)
 
     @field_validator("warmup_probe_steps")
     @classmethod
@@ -333,6 +351,7 @@ def _emulated(settings: Settings, count: int) -> tuple[WorkerConfig, ...]:
             name=f"sim{index}",
             emulate=settings.emulate_profile,
             checkpoints=settings.emulate_checkpoints,
+            models=settings.emulate_models,
             preload=settings.preload,
         )
         for index in range(count)
@@ -350,6 +369,12 @@ def _with_defaults(worker: WorkerConfig, settings: Settings) -> WorkerConfig:
             "preload": preload,
         }
     )
+
+
+def model_folders(models: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """Model lists by folder with legacy names mapped ("unet" is "diffusion_models");
+    ValueError for a folder ComfyUI does not have."""
+    return {model_folder(folder): names for folder, names in models.items()}
 
 
 def _slot(value: str) -> int | str:

@@ -29,6 +29,8 @@ class WorkerSpec:
     comfyui: Path | None = None
     emulate: str | None = None
     checkpoints: tuple[str, ...] = ()
+    models: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """An emulated worker's files of other model folders, as (folder, files) pairs."""
     url: str | None = None
     port: int | None = None
     """None: a free port, chosen at start."""
@@ -110,6 +112,8 @@ def emulator_argv(spec: WorkerSpec, port: int, layout: FarmLayout) -> list[str]:
     ]
     if spec.checkpoints:
         argv += ["--checkpoints", ",".join(spec.checkpoints)]
+    for folder, files in spec.models:
+        argv += ["--models", f"{folder}={','.join(files)}"]
     argv += _dir_args(spec, layout)
     return [*argv, *spec.args]
 

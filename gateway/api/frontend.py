@@ -53,10 +53,10 @@ def static_file(web_root: WebRoot | None, request: Request) -> Response | None:
     path = web_root.file(request.url.path)
     if path is None:
         return None
-    return FileResponse(path, headers=_cache_headers(path.name))
+    return FileResponse(path, headers=cache_headers(path.name))
 
 
-def _cache_headers(name: str) -> dict[str, str]:
+def cache_headers(name: str) -> dict[str, str]:
     # As ComfyUI's cache middleware: scripts and styles revalidate, images keep a day.
     if name.endswith((".js", ".css")):
         return {"Cache-Control": "no-cache"}

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from gateway.api.frontend import static_file
-from gateway.context import Ctx, read_body
+from gateway.context import Context, Ctx, read_body
 from gateway.errors import Unavailable, UriTooLong
 from workers.client import WorkerError
 
@@ -58,6 +58,13 @@ async def forward(path: str, request: Request, ctx: Ctx) -> Response:
     served = static_file(ctx.web_root, request)
     if served is not None:
         return served
+    upstream, stack = await open_upstream(request, ctx)
+    return streamed(upstream, stack)
+
+
+async def open_upstream(request: Request, ctx: Context) -> tuple[httpx.Response, AsyncExitStack]:
+    """The request sent on to the first ready worker: its answer, headers read, body not yet;
+    closing the stack ends it. Raises Unavailable when no worker is ready or it fails."""
     link = ctx.farm.any_ready()
     if link is None:
         raise Unavailable("no worker is ready", kind="not_ready")
@@ -79,6 +86,11 @@ async def forward(path: str, request: Request, ctx: Ctx) -> Response:
         raise Unavailable(
             f"worker {link.name} unavailable: {exc}", kind="worker_unavailable"
         ) from None
+    return upstream, stack
+
+
+def streamed(upstream: httpx.Response, stack: AsyncExitStack) -> StreamingResponse:
+    """The worker's answer as the client's, streamed; the stack closes when it is sent."""
     kept = {k: v for k, v in upstream.headers.items() if k.lower() not in NOT_RETURNED}
     return StreamingResponse(_raw(upstream, stack), status_code=upstream.status_code, headers=kept)
 

@@ -8,6 +8,9 @@ guess alike, so the guess lives here, below both.
 from __future__ import annotations
 
 FAMILY_PATTERNS = (
+    ("z_image", "zimage"),
+    ("z-image", "zimage"),
+    ("zimage", "zimage"),
     ("flux", "flux"),
     ("sd3", "sd3"),
     ("sdxl", "sdxl"),
@@ -15,7 +18,8 @@ FAMILY_PATTERNS = (
     ("pony", "sdxl"),
     ("xl", "sdxl"),
 )
-"""Substrings of a checkpoint file name (lowercase), first match wins; else "sd15"."""
+"""Substrings of a checkpoint (or diffusion model) file name, lowercase, first match wins;
+else "sd15". The emulator's shipped profiles (`family_patterns`) carry the same zimage rule."""
 
 
 def family_of(checkpoint: str | None) -> str:

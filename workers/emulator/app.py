@@ -70,7 +70,7 @@ def build_emulator(
     faults.update(config.faults)
     hub = SocketHub(config.server_features, clock=clock, sleep=sleep)
     queue = PromptQueue(on_change=lambda remaining: hub.emit(events.status(remaining)))
-    catalog = NodeCatalog.load(config.checkpoints, dirs)
+    catalog = NodeCatalog.load(config.model_files, dirs)
     flags = config.flags
     options = WorkOptions(
         time_scale=config.time_scale,

@@ -1,20 +1,22 @@
 """The emulated instance's node catalogue and the other recorded listings it serves.
 
 The catalogue is the `GET /object_info` of a real ComfyUI 0.3.64 (`data/object_info.json`)
-with this instance's own file lists in place of the recorded ones: its checkpoints, and its
-input directory's images for LoadImage (listed anew at every request, as ComfyUI does).
+with this instance's own file lists in place of the recorded ones: its model folders'
+files (checkpoints, diffusion models, text encoders, VAEs, LoRAs, ...), and its input
+directory's images for LoadImage (listed anew at every request, as ComfyUI does).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
 from workers.comfy.catalog import Catalog
 from workers.comfy.checks import CustomCheck, file_checks
 from workers.emulator.files import Dirs
+from workers.emulator.modelfolders import MODEL_FOLDERS
 
 _PACKAGE = "workers.emulator"
 
@@ -28,16 +30,30 @@ def recorded(name: str) -> Any:
 class NodeCatalog:
     """Node classes of this instance, with its file lists."""
 
-    def __init__(self, recorded_info: dict[str, Any], checkpoints: Sequence[str], dirs: Dirs):
+    def __init__(
+        self, recorded_info: dict[str, Any], models: Mapping[str, Sequence[str]], dirs: Dirs
+    ):
         self._base = Catalog.from_object_info(recorded_info)
-        self.checkpoints = tuple(sorted(set(checkpoints)))
+        # Every model folder is this instance's: one it was given no files for lists none.
+        self._models = {folder: () for folder in MODEL_FOLDERS} | {
+            folder: tuple(sorted(set(names))) for folder, names in models.items()
+        }
         self._dirs = dirs
-        self.validation = self._base.with_file_lists({"checkpoints": self.checkpoints})
+        self.validation = self._base.with_file_lists(self._models)
         self._served: tuple[tuple[str, ...], bytes] | None = None
 
     @classmethod
-    def load(cls, checkpoints: Sequence[str], dirs: Dirs) -> NodeCatalog:
-        return cls(recorded("object_info.json"), checkpoints, dirs)
+    def load(cls, models: Mapping[str, Sequence[str]], dirs: Dirs) -> NodeCatalog:
+        """The recorded catalogue with `models` (folder -> files) as this instance's files."""
+        return cls(recorded("object_info.json"), models, dirs)
+
+    @property
+    def checkpoints(self) -> tuple[str, ...]:
+        return self.files("checkpoints")
+
+    def files(self, folder: str) -> tuple[str, ...]:
+        """The files of one model folder, sorted (none for a folder it was not given)."""
+        return self._models.get(folder, ())
 
     def checks(self) -> dict[str, CustomCheck]:
         """VALIDATE_INPUTS stand-ins: the input loaders check this instance's disk."""
@@ -45,7 +61,7 @@ class NodeCatalog:
 
     def current(self) -> Catalog:
         """The catalogue as `GET /object_info` shows it now."""
-        folders = {"checkpoints": self.checkpoints, "input": self._dirs.input_files()}
+        folders = {**self._models, "input": self._dirs.input_files()}
         return self._base.with_file_lists(folders)
 
     def object_info_json(self) -> bytes:

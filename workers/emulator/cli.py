@@ -1,7 +1,8 @@
 """`comfy-gateway emulate` / `python -m workers.emulator`: one emulated ComfyUI instance.
 
     comfy-gateway emulate --port P [--profile NAME|FILE] [--time-scale X] [--checkpoints a,b]
-        [--startup-s S] [--fault KEY=VALUE ...] [any ComfyUI 0.3.64 launch flag]
+        [--models FOLDER=a,b ...] [--startup-s S] [--fault KEY=VALUE ...]
+        [any ComfyUI 0.3.64 launch flag]
 
 The simulated start-up delay (profile startup_s x time scale, or --startup-s) passes before
 the port opens, as ComfyUI binds only when ready. Bad or conflicting flags: message, exit 2.
@@ -21,18 +22,29 @@ from pathlib import Path
 
 from workers.emulator.app import create_app
 from workers.emulator.cliargs import build_parser, split_emulator_options
-from workers.emulator.config import DEFAULT_CHECKPOINTS, EmulatorConfig
+from workers.emulator.config import DEFAULT_CHECKPOINTS, DEFAULT_MODELS, EmulatorConfig
 from workers.emulator.faults import FaultError, Faults, parse_cli
 from workers.emulator.flags import FlagError, LaunchFlags
 from workers.emulator.logring import LogRing
+from workers.emulator.modelfolders import model_folder
 from workers.emulator.profiles import ProfileError, load_profile
 from workers.emulator.server import serve
 
 
-def _checkpoints(value: str | None) -> tuple[str, ...]:
-    if value is None:
-        return DEFAULT_CHECKPOINTS
+def _names(value: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def _models(pairs: list[str]) -> dict[str, tuple[str, ...]]:
+    """`--models FOLDER=a,b` options as folder -> files, over the defaults (a folder named
+    twice: the last wins). Raises ValueError for a malformed pair or an unknown folder."""
+    models = {"checkpoints": DEFAULT_CHECKPOINTS, **DEFAULT_MODELS}
+    for pair in pairs:
+        folder, sep, names = pair.partition("=")
+        if not sep:
+            raise ValueError(f"argument --models: expected FOLDER=a,b,... got {pair!r}")
+        models[model_folder(folder.strip())] = _names(names)
+    return models
 
 
 def _directories(ns: argparse.Namespace) -> tuple[Path | None, Path, Path, Path]:
@@ -69,8 +81,10 @@ def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespac
         flags = LaunchFlags.parse(comfy_args)
         profile = load_profile(ns.profile)
         faults = _faults(ns.fault)
-    except (FlagError, ProfileError, FaultError) as exc:
+        models = _models(ns.models)
+    except (FlagError, ProfileError, FaultError, ValueError) as exc:
         parser.error(str(exc))
+    checkpoints = models.pop("checkpoints")
     if not ns.time_scale > 0:
         parser.error(f"argument --time-scale: must be > 0, got {ns.time_scale}")
     base_dir, input_dir, output_dir, temp_dir = _directories(ns)
@@ -85,7 +99,8 @@ def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespac
         listen=tuple(host for host in ns.listen.split(",") if host),
         time_scale=ns.time_scale,
         startup_s=ns.startup_s,
-        checkpoints=_checkpoints(ns.checkpoints),
+        checkpoints=checkpoints if ns.checkpoints is None else _names(ns.checkpoints),
+        models=models,
         max_upload_mb=ns.max_upload_size if ns.max_upload_size is not None else 100,
         cors_origin=ns.enable_cors_header,
         disable_metadata=ns.disable_metadata,

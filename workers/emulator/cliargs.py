@@ -18,7 +18,8 @@ from workers.emulator.flags import PREVIEW_METHODS
 
 USAGE = (
     "%(prog)s [--port P] [--profile NAME|FILE] [--time-scale X] [--checkpoints a,b,...]\n"
-    "       [--startup-s S] [--fault KEY=VALUE ...] [ComfyUI 0.3.64 launch flags ...]"
+    "       [--models FOLDER=a,b,... ...] [--startup-s S] [--fault KEY=VALUE ...]\n"
+    "       [ComfyUI 0.3.64 launch flags ...]"
 )
 
 # Groups of switches ComfyUI declares mutually exclusive.
@@ -152,6 +153,14 @@ def add_emulator_options(parser: argparse.ArgumentParser) -> None:
         help="multiply every emulated duration (0.01: 100x faster)",
     )
     own.add_argument("--checkpoints", help="comma-separated checkpoint names this instance offers")
+    own.add_argument(
+        "--models",
+        action="append",
+        default=[],
+        metavar="FOLDER=a,b,...",
+        help="the files of one model folder (diffusion_models, text_encoders, vae, loras, ...;"
+        " legacy names unet, clip); repeatable; 'FOLDER=' offers none",
+    )
     own.add_argument(
         "--startup-s",
         type=float,

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from workers.emulator.flags import LaunchFlags
@@ -18,6 +19,16 @@ DEFAULT_CHECKPOINTS = (
     "sd_xl_base_1.0.safetensors",
     "juggernautXL_v9.safetensors",
 )
+DEFAULT_MODELS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        # The files of the web frontend's default graph (Z-Image Turbo in frontend 1.58),
+        # so that a first Run in the editor finds them.
+        "diffusion_models": ("z_image_turbo_bf16.safetensors",),
+        "text_encoders": ("qwen_3_4b.safetensors",),
+        "vae": ("ae.safetensors",),
+    }
+)
+"""Files of the model folders other than checkpoints, by folder (`modelfolders.MODEL_FOLDERS`)."""
 MIB = 1024 * 1024
 
 
@@ -36,6 +47,8 @@ class EmulatorConfig:
     time_scale: float = 1.0
     startup_s: float | None = None
     checkpoints: tuple[str, ...] = DEFAULT_CHECKPOINTS
+    models: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_MODELS))
+    """The other model folders' files (a folder not named: none)."""
     max_upload_mb: float = 100
     cors_origin: str | None = None
     disable_metadata: bool = False
@@ -43,6 +56,11 @@ class EmulatorConfig:
     preview_size: int = 512
     argv: tuple[str, ...] = ("main.py",)
     faults: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_files(self) -> dict[str, tuple[str, ...]]:
+        """Every model folder's files, checkpoints included."""
+        return {**self.models, "checkpoints": self.checkpoints}
 
     @property
     def max_upload_bytes(self) -> int:

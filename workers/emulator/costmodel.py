@@ -90,12 +90,20 @@ class CostModel:
         if tier is LoadTier.RAM:
             return 0.0
         cost = self.profile.family(family)
-        bandwidth_mib_s = {
-            LoadTier.DISK: self.profile.load_disk_mib_s,
-            LoadTier.PAGE_CACHE: self.profile.load_page_cache_mib_s,
-        }[tier]
-        read_s = cost.load_build_s + cost.model_size_mib / bandwidth_mib_s
+        read_s = cost.load_build_s + cost.model_size_mib / self._read_mib_s(tier)
         return read_s * self.effect(family).load_x
+
+    def file_read_s(self, family: str, size_mib: float, tier: LoadTier) -> float:
+        """A loader of a separate file (text encoder, VAE) of `size_mib`: reading it from
+        `tier` (0 for RAM, and for a file of no size: a family that has none apart)."""
+        if tier is LoadTier.RAM or size_mib <= 0:
+            return 0.0
+        return size_mib / self._read_mib_s(tier) * self.effect(family).load_x
+
+    def _read_mib_s(self, tier: LoadTier) -> float:
+        if tier is LoadTier.DISK:
+            return self.profile.load_disk_mib_s
+        return self.profile.load_page_cache_mib_s
 
     def upload_s(self, family: str) -> float:
         """Copying the weights from host RAM to VRAM (charged to the sampler phase)."""

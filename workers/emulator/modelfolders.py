@@ -43,6 +43,20 @@ IN_OUTPUT = {
 }
 # Left out of the folder listing of `/experiment/models`.
 NOT_MODELS = ("configs", "custom_nodes")
+# folder_paths.map_legacy: the old names of two folders, still accepted where a folder is named
+# (model path configs), though `/models/unet` is a 404 as in ComfyUI.
+LEGACY_NAMES = {"unet": "diffusion_models", "clip": "text_encoders"}
+# The folders an emulated instance can be given files for (`--models FOLDER=a,b`).
+MODEL_FOLDERS = tuple(name for name, _ in FOLDERS if name not in (*NOT_MODELS, "embeddings"))
+
+
+def model_folder(name: str) -> str:
+    """The model folder `name` means, legacy names mapped; ValueError for one ComfyUI lacks."""
+    folder = LEGACY_NAMES.get(name, name)
+    if folder not in MODEL_FOLDERS:
+        known = ", ".join((*MODEL_FOLDERS, *LEGACY_NAMES))
+        raise ValueError(f"unknown model folder {name!r}: not one of {known}")
+    return folder
 
 
 def folder_paths(base_dir: str, output_dir: str) -> dict[str, list[str]]:

@@ -19,6 +19,8 @@ from workers.comfy.catalog import Catalog
 
 PICTURE_TYPES = frozenset({"IMAGE", "MASK", "LATENT"})
 MODEL_FILE_INPUTS = ("ckpt_name", "unet_name")
+TEXT_ENCODER_INPUTS = ("clip_name", "clip_name1", "clip_name2", "clip_name3", "clip_name4")
+VAE_FILE_INPUT = "vae_name"
 VAE_CLASSES = frozenset(
     {"VAEDecode", "VAEDecodeTiled", "VAEEncode", "VAEEncodeTiled", "VAEEncodeForInpaint"}
 )
@@ -35,6 +37,8 @@ class Role(StrEnum):
     """Which cost a node is charged."""
 
     LOADER = "loader"
+    TEXT_ENCODER_LOADER = "text_encoder_loader"
+    VAE_LOADER = "vae_loader"
     TEXT_ENCODE = "text_encode"
     SAMPLER = "sampler"
     VAE = "vae"
@@ -101,9 +105,14 @@ def role_of(class_type: str, catalog: Catalog, is_sampler: bool) -> Role:
 def _model_role(class_type: str, catalog: Catalog) -> Role:
     if any(catalog.input_spec(class_type, name) for name in MODEL_FILE_INPUTS):
         return Role.LOADER
+    returns = catalog.return_types(class_type)
+    if "CLIP" in returns and any(catalog.input_spec(class_type, n) for n in TEXT_ENCODER_INPUTS):
+        return Role.TEXT_ENCODER_LOADER
+    if "VAE" in returns and catalog.input_spec(class_type, VAE_FILE_INPUT):
+        return Role.VAE_LOADER
     if class_type in VAE_CLASSES:
         return Role.VAE
-    encodes = "CONDITIONING" in catalog.return_types(class_type)
+    encodes = "CONDITIONING" in returns
     if encodes and _takes_type(catalog, class_type, "CLIP"):
         return Role.TEXT_ENCODE
     return Role.OTHER
@@ -127,6 +136,11 @@ def model_of(inputs: Mapping[str, Any]) -> str | None:
         if isinstance(value, Handle) and value.model is not None:
             return value.model
     return None
+
+
+def file_names(inputs: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The file names a loader node reads: its string constants among `names`."""
+    return tuple(str(inputs[n]) for n in names if isinstance(inputs.get(n), str))
 
 
 def first_picture(inputs: Mapping[str, Any], kind: str | None = None) -> Picture | None:

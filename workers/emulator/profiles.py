@@ -28,7 +28,9 @@ class FamilyCost:
     """Costs of one model family (sd15, sdxl, ...) on one card, default flags, batch 1.
 
     A sampler step costs `sample_s_per_step + sample_s_per_step_mp * megapixels * batch`
-    (the constant part is launch overhead that small latents do not hide).
+    (the constant part is launch overhead that small latents do not hide). `model_size_mib`
+    is the checkpoint's, or the diffusion model's for a family whose text encoder and VAE
+    are files of their own (`text_encoder_size_mib`, `vae_size_mib`; 0: not read apart).
     """
 
     model_size_mib: float
@@ -39,6 +41,8 @@ class FamilyCost:
     width: int
     height: int
     sample_s_per_step: float = 0.0
+    text_encoder_size_mib: float = 0.0
+    vae_size_mib: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -150,8 +154,10 @@ def profile_from_dict(data: object, *, where: str = "profile") -> Profile:
 
 
 def family_of(ckpt_name: str, profile: Profile) -> str:
-    """The model family of a checkpoint file name: the first of the profile's patterns
-    (case-insensitive substrings, in file order) found in it, else "sd15"."""
+    """The model family of a checkpoint (or diffusion model) file name: the first of the
+    profile's patterns (case-insensitive substrings, in file order) found in it, else "sd15".
+    The shipped profiles' patterns agree with `workers.comfy.families` on every family both
+    know."""
     lowered = ckpt_name.lower()
     for pattern, family in profile.family_patterns.items():
         if pattern in lowered:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from workers.comfy.graph import execution_order, is_link
 from workers.comfy.messages import EventKind
-from workers.comfy.workflow import sampler_nodes
+from workers.comfy.workflow import checkpoint, sampler_nodes
 from workers.emulator import events
 from workers.emulator.faults import PromptFaults
 from workers.emulator.nodeoutputs import MODEL_FILE_INPUTS, format_input
-from workers.emulator.profiles import family_of
+from workers.emulator.profiles import DEFAULT_FAMILY, family_of
 from workers.emulator.progress import ProgressRegistry
 from workers.emulator.promptqueue import QueueItem
 from workers.emulator.work import NodeFailure, NodeWork, WorkContext
@@ -131,8 +131,10 @@ class PromptRun:
         )
         costs = self.engine.costs
         upload = sum(costs.upload_s(f) for m, f in models if tiers[m] is not None)
+        primary = checkpoint(self.prompt)
+        family = family_of(primary, costs.profile) if primary else DEFAULT_FAMILY
         context = WorkContext(
-            self.prompt, self.extra_data, self.samplers, tiers, self._step, upload
+            self.prompt, self.extra_data, self.samplers, tiers, self._step, upload, family
         )
         return self.engine.node_work(context)
 

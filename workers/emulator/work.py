@@ -1,7 +1,10 @@
 """The work of one node: how long it takes (cost model x time scale) and what it leaves behind.
 
-Costs follow `costmodel.job_phases`: the loader reads the checkpoint (by LoadTier), text
-encoders and VAE nodes cost their per-family times, a sampler pays the copy of freshly loaded
+Costs follow `costmodel.job_phases`: the loader reads the checkpoint or diffusion model (by
+LoadTier), the loaders of separate text encoder and VAE files read their family's sizes of
+them (from disk the first time this instance reads the file, else from the page cache), text
+encoders and VAE nodes cost their per-family times (the prompt's family for a node whose model
+is no file of its own), a sampler pays the copy of freshly loaded
 weights to VRAM and the instance's first-job penalty before its first step, then one
 `sample_step_s` per step with the progress hook after each; SaveImage/PreviewImage write real
 PNGs; everything else costs `node_s`.
@@ -24,9 +27,12 @@ from workers.emulator import images
 from workers.emulator.costmodel import CostModel, LoadTier
 from workers.emulator.files import Dirs, SavePathError, save_path
 from workers.emulator.nodeoutputs import (
+    TEXT_ENCODER_INPUTS,
+    VAE_FILE_INPUT,
     LoadedFile,
     Picture,
     Role,
+    file_names,
     first_picture,
     model_of,
     outputs,
@@ -71,6 +77,8 @@ class Instance:
 
     first_job_pending: bool = True
     loads: dict[str, int] = field(default_factory=dict)
+    files_read: set[str] = field(default_factory=set)
+    """Text encoder and VAE files read before (in the page cache since)."""
     nodes_executed: int = 0
     steps_sampled: int = 0
     images_saved: int = 0
@@ -86,6 +94,8 @@ class WorkContext:
     tiers: Mapping[str, LoadTier | None]
     hook: StepHook
     pending_upload_s: float = 0.0
+    family: str = DEFAULT_FAMILY
+    """The family of the prompt's primary model (`workflow.checkpoint`)."""
 
 
 class NodeWork:
@@ -135,16 +145,24 @@ class NodeWork:
     def _decodes_black(self, inputs: Mapping[str, Any]) -> bool:
         """Whether this card's launch flags make the VAE decode black images for the model
         (the profile's `black_images`, as `--fp16-vae` does to SDXL's VAE)."""
-        model = model_of(inputs)
-        family = family_of(model, self.profile) if model else DEFAULT_FAMILY
-        return self.costs.effect(family).black_images
+        return self.costs.effect(self._family(model_of(inputs))).black_images
+
+    def _family(self, model: str | None) -> str:
+        """The family a node works for: its model file's, else the prompt's."""
+        return family_of(model, self.profile) if model else self.context.family
 
     async def _compute(self, role: Role, node_id: str, inputs: Mapping[str, Any]) -> None:
         """Spend what a node that produces outputs costs."""
         model = model_of(inputs)
-        family = family_of(model, self.profile) if model else DEFAULT_FAMILY
+        family = self._family(model)
         if role is Role.LOADER:
             await self._load(model, family)
+        elif role is Role.TEXT_ENCODER_LOADER:
+            size_mib = self.profile.family(family).text_encoder_size_mib
+            await self._read_files(file_names(inputs, TEXT_ENCODER_INPUTS), family, size_mib)
+        elif role is Role.VAE_LOADER:
+            size_mib = self.profile.family(family).vae_size_mib
+            await self._read_files(file_names(inputs, (VAE_FILE_INPUT,)), family, size_mib)
         elif role is Role.TEXT_ENCODE:
             await self.spend(self.costs.clip_encode_s(family))
         elif role is Role.SAMPLER:
@@ -162,6 +180,15 @@ class NodeWork:
             tier = LoadTier.PAGE_CACHE
         self.instance.loads[tier.value] = self.instance.loads.get(tier.value, 0) + 1
         await self.spend(self.costs.read_s(family, tier))
+
+    async def _read_files(self, names: tuple[str, ...], family: str, size_mib: float) -> None:
+        """Read separate model files, each of `size_mib` (the family's size for its kind)."""
+        seconds = self.costs.node_s()
+        for name in names:
+            tier = LoadTier.PAGE_CACHE if name in self.instance.files_read else LoadTier.DISK
+            self.instance.files_read.add(name)
+            seconds += self.costs.file_read_s(family, size_mib / len(names), tier)
+        await self.spend(seconds)
 
     def _loaded(self, class_type: str, inputs: Mapping[str, Any]) -> LoadedFile | None:
         if class_type not in FILE_IMAGE_LOADERS or not isinstance(inputs.get("image"), str):

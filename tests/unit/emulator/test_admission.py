@@ -16,7 +16,7 @@ from workers.emulator.files import Dirs
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> NodeCatalog:
     root = tmp_path_factory.mktemp("admission")
     dirs = Dirs.create(root / "in", root / "out", root / "tmp")
-    return NodeCatalog.load(["A.safetensors"], dirs)
+    return NodeCatalog.load({"checkpoints": ["A.safetensors"]}, dirs)
 
 
 @pytest.mark.parametrize(

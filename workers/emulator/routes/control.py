@@ -55,6 +55,7 @@ def state(emulator: Emulator) -> dict[str, Any]:
         "launch_flags": config.flags.args(),
         "time_scale": config.time_scale,
         "checkpoints": list(emulator.catalog.checkpoints),
+        "model_files": {f: list(emulator.catalog.files(f)) for f in emulator.config.model_files},
         "queue": {
             "running": queue.running_ids(),
             "pending": [item[1] for item in queue.pending()],

@@ -42,11 +42,9 @@ async def models_in_folder(request: Request) -> Response:
     folder = request.path_params["folder"]
     if folder not in recorded("models.json"):
         return empty(404)
-    if folder == "checkpoints":
-        return json_response(list(emulator_of(request).catalog.checkpoints))
     if folder == "configs":  # the yaml files ComfyUI ships in models/configs
         return json_response(recorded("model_configs.json"))
-    return json_response([])
+    return json_response(list(emulator_of(request).catalog.files(folder)))
 
 
 async def embeddings(request: Request) -> Response:

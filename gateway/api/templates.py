@@ -1,0 +1,33 @@
+"""`GET /templates/{file}`: the workflow templates the web frontend browses (`gateway.templates`).
+
+From the template packages installed beside the gateway when there are any (as ComfyUI serves
+its own); else from a worker, since a real ComfyUI worker serves the ones installed with it.
+An index that neither has is answered as an empty one: ComfyUI's 404 makes the frontend log
+an error on every start, an empty index shows an empty template browser.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import FileResponse, JSONResponse
+
+from gateway.api.frontend import cache_headers
+from gateway.api.proxy import open_upstream, streamed
+from gateway.context import Ctx
+from gateway.templates import is_index
+
+router = APIRouter()
+
+
+@router.api_route("/templates/{path:path}", methods=["GET", "HEAD"], include_in_schema=False)
+async def template_file(path: str, request: Request, ctx: Ctx) -> Response:
+    if ctx.templates.folders:
+        found = ctx.templates.file(path)
+        if found is None:
+            return Response(status_code=404)
+        return FileResponse(found, headers=cache_headers(found.name))
+    upstream, stack = await open_upstream(request, ctx)
+    if upstream.status_code == 404 and is_index(path):
+        await stack.aclose()
+        return JSONResponse([])
+    return streamed(upstream, stack)
