@@ -165,6 +165,36 @@ async def test_object_info_combo_lists_the_servers_checkpoints(
     assert combo[0] == checkpoints
 
 
+@pytest.mark.parametrize(
+    ("class_type", "name", "folder"),
+    [
+        ("UNETLoader", "unet_name", "diffusion_models"),
+        ("CLIPLoader", "clip_name", "text_encoders"),
+        ("DualCLIPLoader", "clip_name1", "text_encoders"),
+        ("LoraLoader", "lora_name", "loras"),
+    ],
+)
+async def test_object_info_loader_combos_list_the_servers_model_folders(
+    http: httpx.AsyncClient, class_type: str, name: str, folder: str
+) -> None:
+    info = (await http.get(f"/object_info/{class_type}")).json()
+    combo = info[class_type]["input"]["required"][name]
+    files = (await http.get(f"/models/{folder}")).json()
+    assert combo[0] == files == sorted(files)
+
+
+async def test_object_info_vae_loader_lists_the_vae_folder_then_pixel_space(
+    http: httpx.AsyncClient,
+) -> None:
+    info = (await http.get("/object_info/VAELoader")).json()
+    options = info["VAELoader"]["input"]["required"]["vae_name"][0]
+    files = (await http.get("/models/vae")).json()
+    assert options[: len(files)] == files
+    assert options[-1] == "pixel_space"
+    taesd = {"taesd", "taesdxl", "taesd3", "taef1"}
+    assert set(options[len(files) : -1]) <= taesd
+
+
 async def test_object_info_of_one_class_matches_the_full_catalogue(
     http: httpx.AsyncClient,
 ) -> None:

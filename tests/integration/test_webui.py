@@ -116,6 +116,45 @@ async def test_without_a_frontend_the_page_says_how_to_get_one(
         assert "--front-end-root" in page.text
 
 
+async def test_without_template_packages_an_index_is_empty_and_other_files_the_workers(
+    redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
+) -> None:
+    async with gateway(redis_url, tmp_path, emulators, farm_layout.input_dir) as http:
+        for index in ("/templates/index.json", "/templates/index.pt-BR.json"):
+            answer = await http.get(index)
+            assert (answer.status_code, answer.json()) == (200, [])
+            assert answer.headers["content-type"] == "application/json"
+        # Any other file is the worker's answer (an emulated worker ships no templates).
+        assert (await http.get("/templates/default.json")).status_code == 404
+        assert (await http.get("/templates/index_logo.json")).status_code == 404
+
+
+async def test_installed_template_packages_are_served_as_comfyui_serves_them(
+    redis_url: str,
+    tmp_path: Path,
+    emulators: list[WorkerHandle],
+    farm_layout: FarmLayout,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    packages = tmp_path / "site"
+    for bundle, name, body in (
+        ("comfyui_workflow_templates_json", "index.json", '[{"moduleName": "default"}]'),
+        ("comfyui_workflow_templates_media_image", "default-1.webp", "webp"),
+    ):
+        (packages / bundle / "templates").mkdir(parents=True)
+        (packages / bundle / "__init__.py").write_text("")
+        (packages / bundle / "templates" / name).write_text(body)
+    (packages / "secret.txt").write_text("no")
+    monkeypatch.syspath_prepend(str(packages))
+    async with gateway(redis_url, tmp_path, emulators, farm_layout.input_dir) as http:
+        index = await http.get("/templates/index.json")
+        assert (index.status_code, index.json()) == (200, [{"moduleName": "default"}])
+        thumbnail = await http.get("/templates/default-1.webp")
+        assert (thumbnail.status_code, thumbnail.text) == (200, "webp")
+        assert (await http.get("/templates/index.fr.json")).status_code == 404
+        assert (await http.get("/templates/..%2f..%2fsecret.txt")).status_code == 404
+
+
 # -- /api/jobs ---------------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from gateway import learning
 from workers.comfy.families import family_of
+from workers.emulator import profiles
 
 
 @pytest.mark.parametrize(
@@ -16,6 +17,9 @@ from workers.comfy.families import family_of
         ("Flux1-Dev-fp8.safetensors", "flux"),
         ("sd3.5_large.safetensors", "sd3"),
         ("v1-5-pruned-emaonly.safetensors", "sd15"),
+        ("z_image_turbo_bf16.safetensors", "zimage"),
+        ("Z-Image-Turbo-Q8_0.gguf", "zimage"),
+        ("zimage_base_fp8.safetensors", "zimage"),
         ("", "unknown"),
         (None, "unknown"),
     ],
@@ -26,3 +30,13 @@ def test_the_family_comes_from_the_file_name(checkpoint: str | None, family: str
 
 def test_the_gateway_learns_under_the_same_guess() -> None:
     assert learning.family_of is family_of
+
+
+@pytest.mark.parametrize("profile", profiles.profile_names())
+@pytest.mark.parametrize(
+    "name", ["z_image_turbo_bf16.safetensors", "Z-Image-Turbo-Q8_0.gguf", "zimage_x.safetensors"]
+)
+def test_the_emulated_cards_guess_z_image_alike(profile: str, name: str) -> None:
+    loaded = profiles.load_profile(profile)
+    assert profiles.family_of(name, loaded) == family_of(name) == "zimage"
+    assert loaded.family("zimage").text_encoder_size_mib > 0

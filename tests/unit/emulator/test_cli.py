@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from workers.emulator.cli import main, parse_config
-from workers.emulator.config import DEFAULT_CHECKPOINTS
+from workers.emulator.config import DEFAULT_CHECKPOINTS, DEFAULT_MODELS
 from workers.emulator.flags import CacheMode
 
 
@@ -45,6 +45,34 @@ def test_defaults(tmp_path: Path) -> None:
     assert config.startup_delay_s == pytest.approx(config.profile.startup_s)
 
 
+def test_model_folders_default_to_the_frontends_default_graph_files(tmp_path: Path) -> None:
+    config, _ = parse_config(dirs(tmp_path))
+    assert config.models == DEFAULT_MODELS
+    assert config.model_files["diffusion_models"] == ("z_image_turbo_bf16.safetensors",)
+    assert config.model_files["checkpoints"] == DEFAULT_CHECKPOINTS
+
+
+def test_models_name_a_folders_files_legacy_names_included(tmp_path: Path) -> None:
+    argv = ["--models", "unet=a.safetensors,b.gguf", "--models", "clip=t5.safetensors"]
+    argv += [
+        "--models",
+        "vae=",
+        "--models",
+        "loras=x.safetensors",
+        "--models",
+        "checkpoints=c.ckpt",
+    ]
+    config, _ = parse_config([*argv, *dirs(tmp_path)])
+    assert config.model_files == {
+        "diffusion_models": ("a.safetensors", "b.gguf"),
+        "text_encoders": ("t5.safetensors",),
+        "vae": (),
+        "loras": ("x.safetensors",),
+        "checkpoints": ("c.ckpt",),
+    }
+    assert "--models" not in config.argv
+
+
 def test_temp_directory_gets_a_temp_subfolder(tmp_path: Path) -> None:
     config, _ = parse_config([*dirs(tmp_path), "--temp-directory", str(tmp_path / "t")])
     assert config.temp_dir == tmp_path / "t" / "temp"
@@ -72,6 +100,8 @@ def test_model_folders_lie_under_the_base_directory(tmp_path: Path) -> None:
         (["--profile", "no-such-card"], "no-such-card"),
         (["--fault", "explode=1"], "unknown fault keys: explode"),
         (["--time-scale", "0"], "must be > 0"),
+        (["--models", "vae"], "expected FOLDER=a,b,..."),
+        (["--models", "weights=a.safetensors"], "unknown model folder 'weights'"),
     ],
 )
 def test_bad_flags_exit_2_with_a_message(

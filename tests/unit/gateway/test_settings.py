@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.serve import load_settings
+from gateway.serve import load_settings, to_spec
 from gateway.settings import Settings, resolve_workers
+from workers.launch import FarmLayout, emulator_argv
 
 CONFIG = """
 port = 9000
@@ -114,3 +115,30 @@ def test_the_warm_up_probe_steps_reach_the_supervisor_and_may_be_turned_off() ->
         ValueError, match=r"warmup_probe_steps must be 0 \(no speed probe\) or more"
     ):
         Settings(warmup_probe_steps=-1)
+
+
+def test_emulated_model_folders_reach_the_emulators_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "farm.toml"
+    worker = '[[workers]]\nname = "sim9"\nemulate = "h200"\n'
+    config.write_text(f'{worker}models = {{ unet = ["z.safetensors"], loras = [] }}\n')
+    settings = load_settings(["--config", str(config)])
+    assert settings.workers[0].models == {"diffusion_models": ("z.safetensors",), "loras": ()}
+    argv = emulator_argv(to_spec(settings.workers[0]), 8190, FarmLayout(tmp_path, tmp_path / "i"))
+    assert argv[argv.index("--models") :][:4] == [
+        "--models",
+        "diffusion_models=z.safetensors",
+        "--models",
+        "loras=",
+    ]
+    monkeypatch.setenv("COMFY_GATEWAY_EMULATE_MODELS", '{"clip": ["t5.safetensors"]}')
+    farm = resolve_workers(Settings(), visible_gpus=())
+    assert [w.models for w in farm] == [{"text_encoders": ("t5.safetensors",)}] * 2
+
+
+def test_an_unknown_model_folder_is_refused_at_start() -> None:
+    with pytest.raises(ValueError, match="unknown model folder 'weights'"):
+        Settings(emulate_models={"weights": ["a.safetensors"]})
+    with pytest.raises(ValueError, match="unknown model folder 'weights'"):
+        Settings(workers=[{"name": "s", "emulate": "h200", "models": {"weights": []}}])
