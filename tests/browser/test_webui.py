@@ -1,6 +1,7 @@
 """The ComfyUI web frontend through the gateway, in a real headless Chromium: a farm of two
 emulated workers behind `comfy-gateway serve`, the editor at `/`, a workflow queued with its
-Run button, its progress in the tab title and its image on the SaveImage node.
+Run button, its progress in the tab title and its image on the SaveImage node; and what a
+newcomer meets first, the frontend's own default graph (Z-Image Turbo) run as it opens.
 
 `UPDATE_SCREENSHOTS=1` also writes the screenshot to docs/webui.png (the README's).
 """
@@ -12,12 +13,16 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
+import redis
 
+from gateway.redis_server import EmbeddedRedis
 from tests.browser.conftest import Console
 from tests.faults.farms import GatewayProcess, gateway_process
 from tests.integration.conftest import CHECKPOINTS
@@ -34,16 +39,14 @@ ABSENT_BY_DESIGN = (
     "/api/userdata/comfy.templates.json",
     "/api/userdata?dir=workflows&",
     "/api/userdata?dir=subgraphs&",
-    # Workflow templates come from the workers' comfyui-workflow-templates package; the
-    # emulated workers ship none (a real ComfyUI worker serves them through the gateway).
-    "/templates/index",
+    # Template provider logos: no template package is installed here, and the gateway answers
+    # only the indexes for a missing package (as empty ones).
+    "/templates/index_logo.json",
 )
 FRONTEND_ONLY_ERRORS = (
     # The frontend looks for releases and news on api.comfy.org; this machine has no Internet.
     "net::ERR_NAME_NOT_RESOLVED",
     "net::ERR_INTERNET_DISCONNECTED",
-    # Follows the 404 of /templates/index.json above (emulated workers, no templates).
-    "Error loading core workflow templates",
 )
 RESOURCE_ERROR = "Failed to load resource: the server responded with a status of"
 """Each such console line is a response the request log checks by its URL."""
@@ -97,9 +100,14 @@ def classic_txt2img(checkpoint: str) -> dict[str, Any]:
             "groups": [], "config": {}, "extra": {}, "version": 0.4}  # fmt: skip
 
 
-@pytest.fixture
-def farm(redis_url: str, tmp_path: Path) -> Iterator[GatewayProcess]:
+@pytest.fixture(scope="module")
+def farm(
+    redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    """One farm for the module's tests (each has a fresh browser context): starting it and
+    loading the editor's scripts is most of a test's time."""
     pytest.importorskip("comfyui_frontend_package")
+    tmp_path = tmp_path_factory.mktemp("webui")
     config = tmp_path / "farm.toml"
     checkpoints = json.dumps(list(CHECKPOINTS))
     workers = "".join(
@@ -107,7 +115,10 @@ def farm(redis_url: str, tmp_path: Path) -> Iterator[GatewayProcess]:
         for i in range(2)
     )
     config.write_text(f"time_scale = {TIME_SCALE}\nwarmup_probe_steps = 0\n{workers}")
-    with gateway_process(config, redis_url, tmp_path / "node", ready_timeout_s=90) as gateway:
+    redis.Redis(port=redis_server.port).flushall()
+    with gateway_process(
+        config, redis_server.url, tmp_path / "node", ready_timeout_s=90
+    ) as gateway:
         yield gateway
 
 
@@ -130,46 +141,80 @@ def unexplained(console: Console) -> list[str]:
     ]
 
 
-@pytest.mark.timeout(240)
-def test_the_editor_queues_a_workflow_to_the_farm_and_shows_its_image(
-    farm: GatewayProcess, page: tuple[Any, Console], tmp_path: Path
-) -> None:
-    browser_page, console = page
-    responses: list[tuple[str, int, str]] = []
-    browser_page.on("response", lambda r: responses.append((r.request.method, r.status, r.url)))
-    frames: list[str] = []
+@dataclass
+class Traffic:
+    """What the page exchanged with the gateway: responses and WebSocket frames."""
+
+    origin: str
+    responses: list[tuple[str, int, str]] = field(default_factory=list)
+    frames: list[str] = field(default_factory=list)
+
+    def log(self) -> str:
+        return "\n".join(f"{m} {s} {u}" for m, s, u in self.responses)
+
+
+def open_editor(browser_page: Any, farm: GatewayProcess) -> Traffic:
+    """The editor at the gateway's `/`, loaded, the new user's template offer dismissed."""
+    traffic = Traffic(f"{urlsplit(farm.url).scheme}://{urlsplit(farm.url).netloc}")
+    browser_page.on(
+        "response", lambda r: traffic.responses.append((r.request.method, r.status, r.url))
+    )
     browser_page.on(
         "websocket",
-        lambda socket: socket.on("framereceived", lambda frame: frames.append(str(frame))),
+        lambda socket: socket.on("framereceived", lambda f: traffic.frames.append(str(f))),
     )
-    origin = f"{urlsplit(farm.url).scheme}://{urlsplit(farm.url).netloc}"
-
     browser_page.goto(farm.url + "/")
     browser_page.wait_for_selector('[data-testid="queue-button"]', timeout=PAGE_LOAD_MS)
     browser_page.wait_for_function("() => window.app?.graph && window.app.api?.clientId")
     browser_page.keyboard.press("Escape")  # a new user is offered the templates first
-    browser_page.evaluate(
-        "graph => window.app.loadGraphData(graph)", classic_txt2img(CHECKPOINTS[0])
-    )
+    return traffic
+
+
+def run_from_the_button(browser_page: Any) -> str:
+    """Press Run; the prompt id the gateway answered."""
     with browser_page.expect_response(
         lambda r: urlsplit(r.url).path == "/api/prompt" and r.request.method == "POST"
     ) as queued:
         browser_page.click('[data-testid="queue-button"]')
     assert queued.value.status == 200, queued.value.text()
-    prompt_id = queued.value.json()["prompt_id"]
+    prompt_id: str = queued.value.json()["prompt_id"]
+    return prompt_id
 
-    # Progress: the tab title shows the run's percentage while it executes.
-    browser_page.wait_for_function(r"() => /\[[1-9]\d*%\]/.test(document.title)", timeout=20_000)
-    # The image: SaveImage shows the output, fetched through the gateway's /view.
+
+def wait_for_saved_image(browser_page: Any, width_px: int) -> None:
+    """SaveImage shows the output, fetched through the gateway's /view."""
     browser_page.wait_for_function(
         f"""() => {{
             const images = window.app.graph.getNodeById({SAVE_NODE})?.imgs;
-            return images?.length > 0 && images[0].complete && images[0].naturalWidth === 512;
+            return images?.length > 0 && images[0].complete
+                && images[0].naturalWidth === {width_px};
         }}""",
-        timeout=20_000,
+        timeout=30_000,
     )
-    assert any(prompt_id in frame and '"progress"' in frame for frame in frames)
-    views = [url for _, status, url in responses if "/view?" in url and status == 200]
+
+
+def check_clean(traffic: Traffic, console: Console) -> None:
+    """No refusal and no console error that nothing explains."""
+    assert refused(traffic.responses, traffic.origin) == [], traffic.log()
+    assert unexplained(console) == [], traffic.log()
+
+
+@pytest.mark.timeout(240)
+def test_the_editor_queues_a_workflow_to_the_farm_and_shows_its_image(
+    farm: GatewayProcess, page: tuple[Any, Console], tmp_path: Path
+) -> None:
+    browser_page, console = page
+    traffic = open_editor(browser_page, farm)
+    browser_page.evaluate(
+        "graph => window.app.loadGraphData(graph)", classic_txt2img(CHECKPOINTS[0])
+    )
+    prompt_id = run_from_the_button(browser_page)
+
+    # Progress: the tab title shows the run's percentage while it executes.
+    browser_page.wait_for_function(r"() => /\[[1-9]\d*%\]/.test(document.title)", timeout=20_000)
+    wait_for_saved_image(browser_page, 512)
+    assert any(prompt_id in frame and '"progress"' in frame for frame in traffic.frames)
+    views = [url for _, status, url in traffic.responses if "/view?" in url and status == 200]
     assert any("subfolder=web" in url for url in views), views
 
     browser_page.wait_for_selector('[data-testid="queue-overlay-toggle"]:has-text("0 active")')
@@ -178,7 +223,37 @@ def test_the_editor_queues_a_workflow_to_the_farm_and_shows_its_image(
     if os.environ.get("UPDATE_SCREENSHOTS") == "1":
         DOCS.mkdir(exist_ok=True)
         shutil.copy(shot, DOCS / "webui.png")
-    log = "\n".join(f"{m} {s} {u}" for m, s, u in responses)
-    assert refused(responses, origin) == [], log
-    assert unexplained(console) == [], log
-    assert re.search(r"GET 200 .*/api/jobs\?", log), "the queue panel asks /api/jobs"
+    check_clean(traffic, console)
+    assert re.search(r"GET 200 .*/api/jobs\?", traffic.log()), "the queue panel asks /api/jobs"
+
+
+@pytest.mark.timeout(240)
+def test_a_newcomers_first_run_of_the_default_graph_shows_its_image(
+    farm: GatewayProcess, page: tuple[Any, Console]
+) -> None:
+    """Nothing injected: the graph the frontend opens with (Z-Image Turbo: UNETLoader,
+    CLIPLoader, VAELoader, ...) is what Run queues, and the emulated workers have its files.
+    Frontend 1.58 opens a blank graph under its template browser on a user's very first
+    visit, and its default graph from then on (the farm keeps the user's settings)."""
+    browser_page, console = page
+    settings = httpx.get(f"{farm.url}/api/settings", timeout=10).json()
+    traffic = open_editor(browser_page, farm)
+    if not settings.get("Comfy.TutorialCompleted"):
+        assert browser_page.evaluate("() => window.app.graph._nodes.length") == 0
+        browser_page.reload()
+        browser_page.wait_for_selector('[data-testid="queue-button"]', timeout=PAGE_LOAD_MS)
+    loaders = "() => [62, 63, 66].map(id => window.app.graph.getNodeById(id)?.type).join()"
+    browser_page.wait_for_function(f"{loaders} === 'CLIPLoader,VAELoader,UNETLoader'")
+    # SaveImage lies right of the first screen, and a node off screen draws no image: the
+    # fit-view button's command brings the whole graph in.
+    browser_page.evaluate(
+        "() => window.app.extensionManager.command.execute('Comfy.Canvas.FitView')"
+    )
+    prompt_id = run_from_the_button(browser_page)
+
+    wait_for_saved_image(browser_page, 1024)
+    assert any(prompt_id in frame and '"progress"' in frame for frame in traffic.frames)
+    history = httpx.get(f"{farm.url}/history/{prompt_id}", timeout=10).json()[prompt_id]
+    assert history["status"]["status_str"] == "success"
+    assert history["prompt"][2]["66"]["inputs"]["unet_name"] == "z_image_turbo_bf16.safetensors"
+    check_clean(traffic, console)
