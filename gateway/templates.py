@@ -17,12 +17,16 @@ import pkgutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 PACKAGE_PREFIX = "comfyui_workflow_templates"
 INDEX_RE = re.compile(r"^index(\.[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?)?\.json$")
-"""The indexes the frontend reads: `index.json` and one per locale (`index.pt-BR.json`)."""
+"""The template lists the frontend reads first: `index.json` and one per locale
+(`index.pt-BR.json`)."""
+LOGO_INDEX = "index_logo.json"
+"""Which logo each provider of templates has, read beside them."""
 
 
 @dataclass(frozen=True)
@@ -40,9 +44,12 @@ class TemplateFolders:
         return None
 
 
-def is_index(relative: str) -> bool:
-    """Whether `relative` names one of the template indexes the frontend loads first."""
-    return INDEX_RE.match(relative) is not None
+def empty_index(relative: str) -> list[Any] | dict[str, Any] | None:
+    """What an empty template set holds at `relative`: an empty list for a template index,
+    an empty map for the logo index; None for any other file (a template, a thumbnail)."""
+    if relative == LOGO_INDEX:
+        return {}
+    return [] if INDEX_RE.match(relative) else None
 
 
 def find_template_folders() -> TemplateFolders:

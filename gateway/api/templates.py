@@ -2,8 +2,9 @@
 
 From the template packages installed beside the gateway when there are any (as ComfyUI serves
 its own); else from a worker, since a real ComfyUI worker serves the ones installed with it.
-An index that neither has is answered as an empty one: ComfyUI's 404 makes the frontend log
-an error on every start, an empty index shows an empty template browser.
+An index that neither has (the template lists, the logo map) is answered as an empty one:
+ComfyUI's 404 makes the frontend log an error on every start, an empty index shows an empty
+template browser.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from gateway.api.frontend import cache_headers
 from gateway.api.proxy import open_upstream, streamed
 from gateway.context import Ctx
-from gateway.templates import is_index
+from gateway.templates import empty_index
 
 router = APIRouter()
 
@@ -27,7 +28,8 @@ async def template_file(path: str, request: Request, ctx: Ctx) -> Response:
             return Response(status_code=404)
         return FileResponse(found, headers=cache_headers(found.name))
     upstream, stack = await open_upstream(request, ctx)
-    if upstream.status_code == 404 and is_index(path):
+    empty = empty_index(path)
+    if upstream.status_code == 404 and empty is not None:
         await stack.aclose()
-        return JSONResponse([])
+        return JSONResponse(empty)
     return streamed(upstream, stack)

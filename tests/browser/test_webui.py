@@ -39,9 +39,6 @@ ABSENT_BY_DESIGN = (
     "/api/userdata/comfy.templates.json",
     "/api/userdata?dir=workflows&",
     "/api/userdata?dir=subgraphs&",
-    # Template provider logos: no template package is installed here, and the gateway answers
-    # only the indexes for a missing package (as empty ones).
-    "/templates/index_logo.json",
 )
 FRONTEND_ONLY_ERRORS = (
     # The frontend looks for releases and news on api.comfy.org; this machine has no Internet.

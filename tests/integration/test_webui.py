@@ -124,9 +124,11 @@ async def test_without_template_packages_an_index_is_empty_and_other_files_the_w
             answer = await http.get(index)
             assert (answer.status_code, answer.json()) == (200, [])
             assert answer.headers["content-type"] == "application/json"
+        logos = await http.get("/templates/index_logo.json")
+        assert (logos.status_code, logos.json()) == (200, {})
         # Any other file is the worker's answer (an emulated worker ships no templates).
         assert (await http.get("/templates/default.json")).status_code == 404
-        assert (await http.get("/templates/index_logo.json")).status_code == 404
+        assert (await http.get("/templates/default-1.webp")).status_code == 404
 
 
 async def test_installed_template_packages_are_served_as_comfyui_serves_them(
