@@ -1,13 +1,13 @@
 """The work of one node: how long it takes (cost model x time scale) and what it leaves behind.
 
 Costs follow `costmodel.job_phases`: the loader reads the checkpoint or diffusion model (by
-LoadTier), the loaders of separate text encoder and VAE files read their family's sizes of
-them (from disk the first time this instance reads the file, else from the page cache), text
+LoadTier); the loaders of separate text encoder and VAE files read their family's sizes of
+them (from disk the first time this instance reads a file, else from the page cache); text
 encoders and VAE nodes cost their per-family times (the prompt's family for a node whose model
-is no file of its own), a sampler pays the copy of freshly loaded
-weights to VRAM and the instance's first-job penalty before its first step, then one
-`sample_step_s` per step with the progress hook after each; SaveImage/PreviewImage write real
-PNGs; everything else costs `node_s`.
+is no file of its own); a sampler pays the copy of freshly loaded weights to VRAM and the
+instance's first-job penalty before its first step, then one `sample_step_s` per step with the
+progress hook after each; SaveImage/PreviewImage write real PNGs; everything else costs
+`node_s`.
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ class NodeWork:
         await self.spend(self.costs.read_s(family, tier))
 
     async def _read_files(self, names: tuple[str, ...], family: str, size_mib: float) -> None:
-        """Read separate model files, each of `size_mib` (the family's size for its kind)."""
+        """Read separate model files of `size_mib` together (the family's size of that kind of
+        file: a DualCLIPLoader's two text encoders share it)."""
         seconds = self.costs.node_s()
         for name in names:
             tier = LoadTier.PAGE_CACHE if name in self.instance.files_read else LoadTier.DISK
