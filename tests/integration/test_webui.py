@@ -116,19 +116,25 @@ async def test_without_a_frontend_the_page_says_how_to_get_one(
         assert "--front-end-root" in page.text
 
 
-async def test_without_template_packages_an_index_is_empty_and_other_files_the_workers(
+async def test_without_template_packages_the_workers_templates_are_served(
     redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
 ) -> None:
     async with gateway(redis_url, tmp_path, emulators, farm_layout.input_dir) as http:
+        # An emulated worker offers its built-in templates, as a ComfyUI with its package.
         for index in ("/templates/index.json", "/templates/index.pt-BR.json"):
             answer = await http.get(index)
-            assert (answer.status_code, answer.json()) == (200, [])
+            assert answer.status_code == 200
             assert answer.headers["content-type"] == "application/json"
-        logos = await http.get("/templates/index_logo.json")
-        assert (logos.status_code, logos.json()) == (200, {})
-        # Any other file is the worker's answer (an emulated worker ships no templates).
-        assert (await http.get("/templates/default.json")).status_code == 404
-        assert (await http.get("/templates/default-1.webp")).status_code == 404
+            names = [t["name"] for c in answer.json() for t in c["templates"]]
+            assert names[0] == "image_z_image_turbo", names
+        workflow = await http.get("/templates/image_z_image_turbo.json")
+        assert {node["type"] for node in workflow.json()["nodes"]} >= {"UNETLoader", "SaveImage"}
+        thumbnail = await http.get("/templates/image_z_image_turbo-1.webp")
+        assert (thumbnail.status_code, thumbnail.headers["content-type"]) == (200, "image/webp")
+        assert (await http.get("/templates/no_such_template.json")).status_code == 404
+        # An index a worker lacks (a ComfyUI without the package lacks all) reads as empty.
+        unknown = await http.get("/templates/index.xx.json")
+        assert (unknown.status_code, unknown.json()) == (200, [])
 
 
 async def test_installed_template_packages_are_served_as_comfyui_serves_them(

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from workers.emulator.routes import control, files, frontend, info, internal, queue, webroot
+from workers.emulator.routes import (
+    control,
+    files,
+    frontend,
+    info,
+    internal,
+    queue,
+    templates,
+    webroot,
+)
 from workers.emulator.routes.common import RouteTable
 from workers.emulator.ws import plain_http_endpoint, websocket_endpoint
 
@@ -36,7 +45,7 @@ def _api_alias(route: BaseRoute) -> BaseRoute:
 
 def all_routes() -> list[BaseRoute]:
     """ComfyUI's routes, their `/api` aliases (as `add_routes` registers them), `/internal`,
-    the controls."""
+    the static templates (no alias, as ComfyUI adds its static resources), the controls."""
     comfy = _comfy_routes()
-    unaliased = _table(internal.ROUTES) + _table(control.ROUTES)
+    unaliased = _table(internal.ROUTES) + _table(templates.ROUTES) + _table(control.ROUTES)
     return [*(_api_alias(route) for route in comfy), *comfy, *unaliased]
