@@ -57,7 +57,10 @@ def find_template_folders() -> TemplateFolders:
     names = sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith(PACKAGE_PREFIX))
     folders = tuple(f for f in (_templates_folder(name) for name in names) if f is not None)
     if not folders:
-        log.info("no workflow templates: pip install comfyui-workflow-templates to offer them")
+        log.info(
+            "no workflow template package: the workers' templates are served "
+            "(pip install comfyui-workflow-templates to serve the package's)"
+        )
     return TemplateFolders(folders)
 
 

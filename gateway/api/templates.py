@@ -1,7 +1,8 @@
 """`GET /templates/{file}`: the workflow templates the web frontend browses (`gateway.templates`).
 
 From the template packages installed beside the gateway when there are any (as ComfyUI serves
-its own); else from a worker, since a real ComfyUI worker serves the ones installed with it.
+its own); else from a worker, since a real ComfyUI worker serves the ones installed with it (and
+an emulated worker a small built-in set).
 An index that neither has (the template lists, the logo map) is answered as an empty one:
 ComfyUI's 404 makes the frontend log an error on every start, an empty index shows an empty
 template browser.

@@ -1,7 +1,8 @@
 """The ComfyUI web frontend through the gateway, in a real headless Chromium: a farm of two
 emulated workers behind `comfy-gateway serve`, the editor at `/`, a workflow queued with its
 Run button, its progress in the tab title and its image on the SaveImage node; and what a
-newcomer meets first, the frontend's own default graph (Z-Image Turbo) run as it opens.
+newcomer meets first, the template browser, its first template (the frontend's own default
+graph, Z-Image Turbo) picked and run.
 
 `UPDATE_SCREENSHOTS=1` also writes the screenshot to docs/webui.png (the README's).
 """
@@ -49,14 +50,23 @@ RESOURCE_ERROR = "Failed to load resource: the server responded with a status of
 """Each such console line is a response the request log checks by its URL."""
 
 SAVE_NODE = 9
+LOADED_AND_DEFAULT = """async graph => {
+    const nodes = () => window.app.graph.serialize().nodes
+        .map(n => [n.id, n.type, n.widgets_values]).sort((a, b) => a[0] - b[0]);
+    await window.app.loadGraphData(graph);
+    const loaded = nodes();
+    await window.app.loadGraphData();  // no graph: the frontend's default one
+    return [loaded, nodes()];
+}"""
+"""A workflow's nodes as the editor loads them, and the default graph's."""
 PAGE_LOAD_MS = 90_000
 """The editor is some 30 MB of scripts: it took 20-40 s to load on two cores shared with a
 load average of 10."""
 
 
 def classic_txt2img(checkpoint: str) -> dict[str, Any]:
-    """SD1.5 text to image in the editor's format (the emulated workers run checkpoints; the
-    frontend's own default graph, Z-Image with separate model files, needs files they lack)."""
+    """SD1.5 text to image in the editor's format, on the farm's own checkpoints, with steps
+    enough that its progress shows."""
 
     def node(
         id_: int, type_: str, ins: list[Any], outs: list[Any], widgets: list[Any], at: Any
@@ -150,8 +160,8 @@ class Traffic:
         return "\n".join(f"{m} {s} {u}" for m, s, u in self.responses)
 
 
-def open_editor(browser_page: Any, farm: GatewayProcess) -> Traffic:
-    """The editor at the gateway's `/`, loaded, the new user's template offer dismissed."""
+def load_editor(browser_page: Any, farm: GatewayProcess) -> Traffic:
+    """The editor at the gateway's `/`, loaded, as it opens."""
     traffic = Traffic(f"{urlsplit(farm.url).scheme}://{urlsplit(farm.url).netloc}")
     browser_page.on(
         "response", lambda r: traffic.responses.append((r.request.method, r.status, r.url))
@@ -163,7 +173,13 @@ def open_editor(browser_page: Any, farm: GatewayProcess) -> Traffic:
     browser_page.goto(farm.url + "/")
     browser_page.wait_for_selector('[data-testid="queue-button"]', timeout=PAGE_LOAD_MS)
     browser_page.wait_for_function("() => window.app?.graph && window.app.api?.clientId")
-    browser_page.keyboard.press("Escape")  # a new user is offered the templates first
+    return traffic
+
+
+def open_editor(browser_page: Any, farm: GatewayProcess) -> Traffic:
+    """The editor loaded, the new user's template offer dismissed."""
+    traffic = load_editor(browser_page, farm)
+    browser_page.keyboard.press("Escape")
     return traffic
 
 
@@ -225,20 +241,24 @@ def test_the_editor_queues_a_workflow_to_the_farm_and_shows_its_image(
 
 
 @pytest.mark.timeout(240)
-def test_a_newcomers_first_run_of_the_default_graph_shows_its_image(
+def test_a_newcomer_runs_the_first_template_offered_and_sees_its_image(
     farm: GatewayProcess, page: tuple[Any, Console]
 ) -> None:
-    """Nothing injected: the graph the frontend opens with (Z-Image Turbo: UNETLoader,
-    CLIPLoader, VAELoader, ...) is what Run queues, and the emulated workers have its files.
-    Frontend 1.58 opens a blank graph under its template browser on a user's very first
-    visit, and its default graph from then on (the farm keeps the user's settings)."""
+    """Nothing injected, a user's very first visit: frontend 1.58 opens a blank graph under
+    its template browser. The emulated workers offer templates as a ComfyUI with its template
+    package does, the first the frontend's own default graph (Z-Image Turbo: UNETLoader,
+    CLIPLoader, VAELoader, ...), whose files they have: one click on it, then Run."""
     browser_page, console = page
-    settings = httpx.get(f"{farm.url}/api/settings", timeout=10).json()
-    traffic = open_editor(browser_page, farm)
-    if not settings.get("Comfy.TutorialCompleted"):
-        assert browser_page.evaluate("() => window.app.graph._nodes.length") == 0
-        browser_page.reload()
-        browser_page.wait_for_selector('[data-testid="queue-button"]', timeout=PAGE_LOAD_MS)
+    shutil.rmtree(farm.data_dir / "user", ignore_errors=True)  # the farm keeps user settings
+    traffic = load_editor(browser_page, farm)
+    assert browser_page.evaluate("() => window.app.graph._nodes.length") == 0
+    first = browser_page.locator('[data-testid^="template-workflow-"]').first
+    assert first.get_attribute("data-testid") == "template-workflow-image_z_image_turbo"
+    browser_page.wait_for_function(  # its thumbnail, served by a worker through the gateway
+        """() => [...document.querySelectorAll('[data-testid^="template-workflow-"] img')]
+            .some(img => img.complete && img.naturalWidth > 0)"""
+    )
+    first.click()
     loaders = "() => [62, 63, 66].map(id => window.app.graph.getNodeById(id)?.type).join()"
     browser_page.wait_for_function(f"{loaders} === 'CLIPLoader,VAELoader,UNETLoader'")
     # SaveImage lies right of the first screen, and a node off screen draws no image: the
@@ -253,4 +273,9 @@ def test_a_newcomers_first_run_of_the_default_graph_shows_its_image(
     history = httpx.get(f"{farm.url}/history/{prompt_id}", timeout=10).json()[prompt_id]
     assert history["status"]["status_str"] == "success"
     assert history["prompt"][2]["66"]["inputs"]["unet_name"] == "z_image_turbo_bf16.safetensors"
+    # The template stays the default graph of the frontend pinned, node for node.
+    template = httpx.get(f"{farm.url}/templates/image_z_image_turbo.json", timeout=10).json()
+    loaded, default = browser_page.evaluate(LOADED_AND_DEFAULT, template)
+    assert loaded == default
+    assert len(loaded) == len(template["nodes"])
     check_clean(traffic, console)

@@ -162,6 +162,7 @@ class GatewayProcess:
     url: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    data_dir: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -181,7 +182,7 @@ def gateway_process(
     ]  # fmt: skip
     with log_path.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-    gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log_path)
+    gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log_path, data_dir)
     try:
         _wait_ready(gateway, timeout_s=ready_timeout_s)
         yield gateway
