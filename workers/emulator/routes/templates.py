@@ -4,7 +4,8 @@ ComfyUI installs `comfyui-workflow-templates` with its requirements and serves t
 `templates` folder as an aiohttp static resource on `/templates` (no `/api` alias). The
 emulator stands in a small set of its own (`data/templates/`) that runs on its default
 catalogue: the web frontend's default graph (Z-Image Turbo), SD1.5 and SDXL text to image,
-each with its workflow (`{name}.json`) and thumbnail (`{name}-1.webp`), an `index.json`
+each with its workflow (`{name}.json`) and thumbnail (`{name}-1.webp`, 160 px: a gradient
+picture as the emulator's outputs, with the model's name), an `index.json`
 in the package's format and an empty `index_logo.json`. The package's translated indexes
 (`index.{locale}.json`) are answered with the one index, whose titles are English.
 
@@ -30,8 +31,9 @@ from workers.emulator.routes.webroot import cache_headers
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "data" / "templates"
 INDEX = "index.json"
 LOCALES = ("ar", "es", "fa", "fr", "ja", "ko", "pt-BR", "ru", "tr", "zh", "zh-TW")
-"""The translated indexes the template package ships (0.11.97), which the frontend asks for
-in those languages."""
+"""The languages of the translated indexes the template package ships (0.11.97), which the
+frontend asks for in those languages."""
+TRANSLATED_INDEXES = frozenset(f"index.{locale}.json" for locale in LOCALES)
 _ROOT = "/templates"
 
 
@@ -44,7 +46,7 @@ def template_name(path: str) -> str | None:
     if not target.startswith(_ROOT + "/") or "\x00" in target:
         return None
     name = target.removeprefix(_ROOT + "/")
-    return INDEX if name in {f"index.{locale}.json" for locale in LOCALES} else name
+    return INDEX if name in TRANSLATED_INDEXES else name
 
 
 async def template_file(request: Request) -> Response:
