@@ -20,13 +20,14 @@ For a worker (a lane) and a queue of interchangeable jobs:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.scheduler.affinity.fluid import finish_s, share
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
-from gateway.scheduler.cost import can_run, evicted, key_load_s, load_s
+from gateway.scheduler.cost import can_run, evicted, is_warm, key_load_s, load_s, models_of
 from gateway.scheduler.lanes import Lane
 from gateway.scheduler.snapshot import JobView
 
@@ -146,29 +147,111 @@ def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:
     return farm.speed(lane, family) * tuning.slow_ratio <= farm.best_speed(family)
 
 
+def is_idle(lane: Lane) -> bool:
+    """Holding nothing and given nothing in this call."""
+    return lane.worker.outstanding == 0 and lane.slots == lane.worker.free_slots
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What places a lane in the order of where a load goes (`load_order`), the size of the
+    job apart: kept while the lane does not change."""
+
+    start_s: float
+    """When it could start the job's run: free, then its models loaded."""
+    warm: bool
+    reload_s: float = 0.0
+    """What evicting for it costs (`reload_s` with no horizon)."""
+    traffic: float = 0.0
+    """Recent jobs per second for the models it would evict."""
+
+
+def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
+    start_s = max(lane.ready_s, farm.now_s) + load_s(job, lane.worker, lane.resident)
+    if is_warm(job, lane.resident):
+        return Landing(start_s, warm=True)
+    gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
+    traffic = sum(need.demand_per_s.get(key, 0.0) for key in gone)
+    return Landing(start_s, False, reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
+
+
+def load_order(place: Landing, lane: Lane, job: JobView, farm: Farm) -> tuple[float, ...]:
+    """Where a job that needs a load goes, among the lanes free as soon: the one that
+    finishes it first; on a tie the one whose evictions cost least, then the one whose
+    evicted models see the least traffic."""
+    done_s = place.start_s + farm.run_s(lane, job)
+    if place.warm:
+        return (done_s, 0.0, 0.0)
+    return (round(done_s, 6), place.reload_s, place.traffic)
+
+
 def best_option(
     lane: Lane, queues: Iterable[Queue], farm: Farm, need: Need, idle: bool, tuning: Tuning
 ) -> Option | None:
     """The queue `lane` should serve next, or None to leave it idle: among the queues it holds
     the models of, the first in queue order; a load instead only for a queue of the same
-    priority whose ratio is `switch_ratio` times that warm queue's (or of a higher one)."""
-    best: Option | None = None
-    warm: Option | None = None
-    for queue in queues:
+    priority whose ratio is `switch_ratio` times that warm queue's (or of a higher one).
+
+    Every queue is evaluated: the reference that `search.Search` (which skips the queues that
+    cannot win) must agree with."""
+    best: Ranked | None = None
+    warm: Ranked | None = None
+    for index, queue in enumerate(queues):
         if not queue.jobs or not can_run(queue.first, lane.worker):
             continue
         option = option_for(lane, queue, farm, need, idle, tuning)
         if option is None:
             continue
-        if option.warm and (warm is None or _warm_key(option) > _warm_key(warm)):
-            warm = option
-        if best is None or option.key() > best.key():
-            best = option
-    if best is not None and best.warm:
-        best = warm
-    if best is None or warm is None or best.warm or best.priority != warm.priority:
+        best, warm = ranked(option, index, best, warm)
+    chosen = settle(best, warm, tuning)
+    return None if chosen is None else chosen[0]
+
+
+Ranked = tuple[Option, int]
+"""An option and the place of its queue in queue order (the earlier wins a tie)."""
+
+
+def ranked(
+    option: Option, index: int, best: Ranked | None, warm: Ranked | None
+) -> tuple[Ranked | None, Ranked | None]:
+    """The best option by `Option.key` and the best warm one by queue order, once `option` (of
+    the `index`-th queue) is seen too; on a tie the earlier queue stays, in whatever order the
+    queues are seen."""
+    if option.warm and (
+        warm is None or _before(_warm_key(option), index, _warm_key(warm[0]), warm[1])
+    ):
+        warm = (option, index)
+    if best is None or _before(option.key(), index, best[0].key(), best[1]):
+        best = (option, index)
+    return best, warm
+
+
+def _before(key: tuple[float, ...], index: int, other: tuple[float, ...], other_index: int) -> bool:
+    return key > other or (key == other and index < other_index)
+
+
+def settle(best: Ranked | None, warm: Ranked | None, tuning: Tuning) -> Ranked | None:
+    """The choice between the best option and the best warm one: the warm one unless a load
+    of the same priority earns `switch_ratio` times its ratio (or one of higher priority)."""
+    if best is None or warm is None:
         return best
-    return best if best.ratio() >= tuning.switch_ratio * warm.ratio() else warm
+    chosen, kept = best[0], warm[0]
+    if chosen.warm or chosen.priority != kept.priority:
+        return warm if chosen.warm else best
+    return best if chosen.ratio() >= tuning.switch_ratio * kept.ratio() else warm
+
+
+def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
+    """An upper bound on `option_for(lane, queue, ...).ratio()` for a queue the lane does not
+    hold, cheap to compute: the ratio with no reloads and the whole queue served (the ratio
+    grows with the share served, and load and reload seconds are never negative). inf where
+    that reasoning does not hold (no run time to divide by, a negative load)."""
+    job = queue.first
+    run_s = alone_s(lane, queue, farm)
+    load = load_s(job, lane.worker, lane.resident)
+    if load < 0.0 or run_s <= 0.0:
+        return math.inf
+    return (1.0 + queue.waited_s(farm.now_s) / (load + run_s)) * farm.advantage(lane, job.family)
 
 
 def _warm_key(option: Option) -> tuple[float, float]:

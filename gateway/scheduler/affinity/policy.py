@@ -20,13 +20,21 @@ workers x groups, whatever the number of waiting jobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from gateway.scheduler.affinity.choice import Need, Option, best_option, reload_s
+from gateway.scheduler.affinity.choice import (
+    Need,
+    Option,
+    best_option,
+    is_idle,
+    landing,
+    load_order,
+)
+from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
-from gateway.scheduler.cost import can_run, evicted, is_warm, load_s, models_of, run_s
+from gateway.scheduler.cost import can_run, is_warm
 from gateway.scheduler.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.queue import groups_of
@@ -46,11 +54,6 @@ def next_lane(farm: Farm, done: set[str]) -> Lane | None:
     return best
 
 
-def is_idle(lane: Lane) -> bool:
-    """Holding nothing and given nothing in this call."""
-    return lane.worker.outstanding == 0 and lane.slots == lane.worker.free_slots
-
-
 def loader(option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str]) -> Lane:
     """Where the next job of a queue that `chooser` would load goes: among the lanes free no
     later than the chooser, the one that finishes it first; on a tie the one whose evictions
@@ -67,17 +70,7 @@ def loader(option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str]
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
     ]
-    return min(peers, key=lambda lane: _load_order(lane, job, farm, need))
-
-
-def _load_order(lane: Lane, job: JobView, farm: Farm, need: Need) -> tuple[float, ...]:
-    done_s = max(lane.ready_s, farm.now_s) + load_s(job, lane.worker, lane.resident)
-    done_s += run_s(job, lane.worker)
-    if is_warm(job, lane.resident):
-        return (done_s, 0.0, 0.0)
-    gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
-    traffic = sum(need.demand_per_s.get(key, 0.0) for key in gone)
-    return (round(done_s, 6), reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
+    return min(peers, key=lambda lane: load_order(landing(lane, job, farm, need), lane, job, farm))
 
 
 def explain(job: JobView, target: Lane, farm: Farm) -> Why:
@@ -100,14 +93,34 @@ def explain(job: JobView, target: Lane, farm: Farm) -> Why:
     )
 
 
-def place(snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning) -> list[Assignment]:
+def place(
+    snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning, *, prune: bool = True
+) -> list[Assignment]:
+    """The call's assignments, in the order they are made."""
+    return list(placements(snapshot, queues, tuning, prune=prune))
+
+
+def placements(
+    snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning, *, prune: bool = True
+) -> Iterator[Assignment]:
+    """The call's assignments one by one, so a caller may pause between two (each step is
+    bounded by one lane against every queue). `prune=False` evaluates every lane against
+    every queue at every step, as the rules read: the reference `search.Search` (the
+    default) must agree with."""
     farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
     need = Need(
         waiting=frozenset(key for queue in queues for key in queue.models),
         demand_per_s=snapshot.demand_per_s,
     )
+    if prune:
+        return Search(farm, need, queues, tuning).run()
+    return _every_option(farm, need, queues, tuning)
+
+
+def _every_option(
+    farm: Farm, need: Need, queues: Sequence[Queue], tuning: Tuning
+) -> Iterator[Assignment]:
     done: set[str] = set()
-    out: list[Assignment] = []
     while (lane := next_lane(farm, done)) is not None:
         option = best_option(lane, queues, farm, need, is_idle(lane), tuning)
         if option is None:
@@ -117,10 +130,9 @@ def place(snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning) -> list[A
         job = option.queue.take()
         why = explain(job, target, farm)
         farm.replace(advance(target, job))
-        out.append(Assignment(job.job_id, target.name, why))
+        yield Assignment(job.job_id, target.name, why)
         # An idle worker that left its queues to busier holders looks again: they are busier.
         done -= {name for name in done if is_idle(farm.lanes[name])}
-    return out
 
 
 @dataclass(frozen=True)
@@ -129,8 +141,12 @@ class AffinityPolicy:
     name: str = "affinity"
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        return list(self.assignments(snapshot))
+
+    def assignments(self, snapshot: Snapshot) -> Iterator[Assignment]:
+        """`assign`, one assignment at a time (`dispatcher.decide` pauses between them)."""
         queues = [Queue.of(group) for group in groups_of(snapshot)]
-        return place(snapshot, queues, self.tuning)
+        return placements(snapshot, queues, self.tuning)
 
 
 @register("affinity")

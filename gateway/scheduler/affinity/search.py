@@ -1,0 +1,254 @@
+"""How `affinity` makes a decision cheaply: the same choices as evaluating every lane against
+every queue at every step (`place(..., prune=False)`), at a cost close to what changes.
+
+- A queue the lane does not hold is evaluated only when its ratio bound
+  (`choice.ratio_bound`) could beat the best option found so far, the most promising first.
+- Options, bounds and per-lane costs are kept across the assignments of one call, each
+  stamped with the versions of the lane and the queue it was computed from. A placement
+  changes the versions of the lane that took the job, of the queue it came from, of the
+  queues whose models that lane held or holds now (their holders' finish times moved) and of
+  the lanes that hold a model whose holders changed (their reload costs moved): only those
+  are evaluated again.
+- The lanes wait in a heap by when they free, instead of a scan of every lane per step.
+
+Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue
+order, the first lane in snapshot order), and tests/unit/scheduler/test_search.py checks the
+two agree, assignment by assignment, why included.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+
+from gateway.scheduler.affinity.choice import (
+    Landing,
+    Need,
+    Option,
+    Ranked,
+    is_idle,
+    landing,
+    load_order,
+    option_for,
+    ranked,
+    ratio_bound,
+    settle,
+)
+from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tuning import Tuning
+from gateway.scheduler.cost import can_run, is_warm, load_s
+from gateway.scheduler.lanes import Lane, advance, mean_speed
+from gateway.scheduler.snapshot import Assignment, JobView, Why
+
+LaneOrder = tuple[float, float, str]
+
+_BOUND_MARGIN = 1e-9
+"""A bound is trusted to beat an option only by more than this relative margin: the two are
+computed in different orders of float operations."""
+
+
+class Search:
+    """One call's assignments, found with what earlier steps of the call computed."""
+
+    def __init__(self, farm: Farm, need: Need, queues: Sequence[Queue], tuning: Tuning):
+        self.farm = farm
+        self.need = need
+        self.queues = queues
+        self.tuning = tuning
+        self.lane_version = dict.fromkeys(farm.lanes, 0)
+        """Bumped when a lane changes or a model it holds changes holders."""
+        self.own_version = dict.fromkeys(farm.lanes, 0)
+        """Bumped when the lane itself changes (what it will hold, when it frees)."""
+        self.queue_version = [0] * len(queues)
+        self.queues_of: dict[str, list[int]] = {}
+        for index, queue in enumerate(queues):
+            for key in queue.models:
+                self.queues_of.setdefault(key, []).append(index)
+        self.options: dict[tuple[str, int], tuple[int, int, Option | None]] = {}
+        self.bounds: dict[tuple[str, int], tuple[int, int, float]] = {}
+        self.loads: dict[tuple[str, int], tuple[int, float]] = {}
+        self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
+        self._may_run: dict[tuple[str, int], bool] = {}
+        self.speed = {name: mean_speed(lane.worker) for name, lane in farm.lanes.items()}
+        self.heap = [self.order(lane) for lane in farm.lanes.values() if lane.slots > 0]
+        heapq.heapify(self.heap)
+        self.done: set[str] = set()
+        self.idle_done: set[str] = set()
+        """Lanes that left every queue while idle: they look again after the next placement."""
+        self.names = sorted(farm.lanes)
+
+    def run(self) -> Iterator[Assignment]:
+        """The assignments in the order the reference makes them."""
+        while (lane := self.next_lane()) is not None:
+            chosen = self.best_option(lane)
+            if chosen is None:
+                (self.idle_done if is_idle(lane) else self.done).add(lane.name)
+                continue
+            option, index = chosen
+            target = self.loader(option, index, lane)
+            job = option.queue.take()
+            why = self.explain(job, index, target)
+            self.placed(target, advance(target, job), index)
+            yield Assignment(job.job_id, target.name, why)
+            for name in self.idle_done:
+                heapq.heappush(self.heap, self.order(self.farm.lanes[name]))
+            self.idle_done.clear()
+
+    def order(self, lane: Lane) -> LaneOrder:
+        """The reference's `next_lane` order: the lane that frees first, the faster on a tie."""
+        return (max(lane.ready_s, self.farm.now_s), -self.speed[lane.name], lane.name)
+
+    def next_lane(self) -> Lane | None:
+        while self.heap:
+            key = self.heap[0]
+            lane = self.farm.lanes[key[2]]
+            if self.waiting(lane) and key == self.order(lane):
+                return lane  # left in the heap: it may be asked again
+            heapq.heappop(self.heap)
+        return None
+
+    def waiting(self, lane: Lane) -> bool:
+        return lane.slots > 0 and lane.name not in self.done and lane.name not in self.idle_done
+
+    def best_option(self, lane: Lane) -> Ranked | None:
+        """`choice.best_option`, skipping the cold queues whose bound cannot win."""
+        idle = is_idle(lane)
+        held = frozenset(lane.resident)
+        best: Ranked | None = None
+        warm: Ranked | None = None
+        cold: list[tuple[int, float, int]] = []
+        for index, queue in enumerate(self.queues):
+            if not queue.jobs or not self.may_run(lane, index):
+                continue
+            if queue.models <= held:
+                option = self.option(lane, index, idle)
+                if option is not None:
+                    best, warm = ranked(option, index, best, warm)
+            else:
+                cold.append((queue.first.priority, self.bound(lane, index), index))
+        cold.sort(reverse=True)
+        for priority, bound, index in cold:
+            if best is not None and _beaten(priority, bound, best[0]):
+                break  # so are the rest: they come in falling (priority, bound)
+            option = self.option(lane, index, idle)
+            if option is not None:
+                best, warm = ranked(option, index, best, warm)
+        return settle(best, warm, self.tuning)
+
+    def option(self, lane: Lane, index: int, idle: bool) -> Option | None:
+        key = (lane.name, index)
+        lane_version, queue_version = self.lane_version[lane.name], self.queue_version[index]
+        kept = self.options.get(key)
+        if kept is not None and kept[0] == lane_version and kept[1] == queue_version:
+            return kept[2]
+        queue = self.queues[index]
+        option = option_for(lane, queue, self.farm, self.need, idle, self.tuning)
+        self.options[key] = (lane_version, queue_version, option)
+        return option
+
+    def bound(self, lane: Lane, index: int) -> float:
+        key = (lane.name, index)
+        lane_version, queue_version = self.lane_version[lane.name], self.queue_version[index]
+        kept = self.bounds.get(key)
+        if kept is not None and kept[0] == lane_version and kept[1] == queue_version:
+            return kept[2]
+        bound = ratio_bound(lane, self.queues[index], self.farm)
+        self.bounds[key] = (lane_version, queue_version, bound)
+        return bound
+
+    def may_run(self, lane: Lane, index: int) -> bool:
+        """Whether the lane's worker may run queue `index`: the same for every job of a queue
+        (`queue.class_key`), so looked up once per call."""
+        key = (lane.name, index)
+        found = self._may_run.get(key)
+        if found is None:
+            queue = self.queues[index]
+            found = bool(queue.jobs) and can_run(queue.first, lane.worker)
+            self._may_run[key] = found
+        return found
+
+    def loader(self, option: Option, index: int, chooser: Lane) -> Lane:
+        """`policy.loader`: the lane the chooser's cold queue goes to."""
+        if option.warm:
+            return chooser
+        job = option.queue.first
+        free_at_s = max(chooser.ready_s, self.farm.now_s)
+        best: Lane | None = None
+        best_key: tuple[float, ...] | None = None
+        for lane in self.farm.lanes.values():
+            if not self.waiting(lane) or not self.may_run(lane, index):
+                continue
+            if max(lane.ready_s, self.farm.now_s) > free_at_s:
+                continue
+            key = load_order(self.landing(lane, index, job), lane, job, self.farm)
+            if best_key is None or key < best_key:
+                best, best_key = lane, key
+        assert best is not None  # the chooser itself qualifies
+        return best
+
+    def explain(self, job: JobView, index: int, target: Lane) -> Why:
+        """`policy.explain`, with each lane's load of the queue kept between steps."""
+        now_s = self.farm.now_s
+        runner_up: tuple[float, str] | None = None
+        mine = 0.0
+        for name in self.names:
+            lane = self.farm.lanes[name]
+            if name != target.name and not self.may_run(lane, index):
+                continue
+            done_s = max(lane.ready_s - now_s, 0.0) + (
+                self.load(lane, index, job) + self.farm.run_s(lane, job)
+            )
+            if name == target.name:
+                mine = done_s
+            elif runner_up is None or done_s < runner_up[0]:
+                runner_up = (done_s, name)
+        return Why(
+            reason="warm" if is_warm(job, target.resident) else "load",
+            done_s=mine,
+            runner_up=runner_up[1] if runner_up else None,
+            runner_up_done_s=runner_up[0] if runner_up else None,
+        )
+
+    def load(self, lane: Lane, index: int, job: JobView) -> float:
+        """Seconds to load what a job of queue `index` needs (all its jobs need the same)."""
+        key = (lane.name, index)
+        version = self.own_version[lane.name]
+        kept = self.loads.get(key)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        seconds = load_s(job, lane.worker, lane.resident)
+        self.loads[key] = (version, seconds)
+        return seconds
+
+    def landing(self, lane: Lane, index: int, job: JobView) -> Landing:
+        key = (lane.name, index)
+        version = self.lane_version[lane.name]
+        kept = self.landings.get(key)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        place = landing(lane, job, self.farm, self.need)
+        self.landings[key] = (version, place)
+        return place
+
+    def placed(self, before: Lane, after: Lane, index: int) -> None:
+        """Put the lane that took a job of queue `index` in, and date what it changed."""
+        self.farm.replace(after)
+        was, now = frozenset(before.resident), frozenset(after.resident)
+        self.lane_version[after.name] += 1
+        self.own_version[after.name] += 1
+        self.queue_version[index] += 1
+        for key in was | now:
+            for queue in self.queues_of.get(key, ()):
+                self.queue_version[queue] += 1
+        for key in was ^ now:
+            for name in self.farm.holding.get(key, ()):
+                self.lane_version[name] += 1
+        if after.slots > 0:
+            heapq.heappush(self.heap, self.order(after))
+
+
+def _beaten(priority: int, bound: float, best: Option) -> bool:
+    """Whether every option with this priority and ratio bound ranks below `best`."""
+    if priority != best.priority:
+        return priority < best.priority
+    return bound * (1.0 + _BOUND_MARGIN) < best.ratio()
