@@ -69,6 +69,8 @@ class Search:
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
         self._may_run: dict[tuple[str, int], bool] = {}
+        self.samples = [queue.first if queue.jobs else None for queue in queues]
+        """A job of each queue as the call began (its last job may be taken meanwhile)."""
         self.speed = {name: mean_speed(lane.worker) for name, lane in farm.lanes.items()}
         self.heap = [self.order(lane) for lane in farm.lanes.values() if lane.slots > 0]
         heapq.heapify(self.heap)
@@ -162,8 +164,8 @@ class Search:
         key = (lane.name, index)
         found = self._may_run.get(key)
         if found is None:
-            queue = self.queues[index]
-            found = bool(queue.jobs) and can_run(queue.first, lane.worker)
+            sample = self.samples[index]
+            found = sample is not None and can_run(sample, lane.worker)
             self._may_run[key] = found
         return found
 
