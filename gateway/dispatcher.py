@@ -33,7 +33,7 @@ from gateway.outcomes import Outcomes
 from gateway.peers.lanes import farm_lanes
 from gateway.scheduler import cost, queue, takeback
 from gateway.scheduler.demand import rates_at
-from gateway.scheduler.policy import Policy, binds_early, slots_per_worker
+from gateway.scheduler.policy import Policy, Stepwise, binds_early, slots_per_worker
 from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from workers.client import (
     ComfyClient,
@@ -47,8 +47,10 @@ log = logging.getLogger(__name__)
 
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 OFF_LOOP_AT = 256
-"""Groups x workers from which a decision leaves the event loop (a few hundred microseconds
-below it: not worth a thread hop)."""
+"""Groups x workers from which a decision is made in steps or on a thread (a few hundred
+microseconds below it: not worth a pause)."""
+STEP_S = 0.001
+"""How long a stepwise decision runs before the event loop is served again."""
 
 
 class Guard(Protocol):
@@ -191,12 +193,7 @@ class Dispatcher:
         return () if binds_early(self.policy) else self.remote_lanes()
 
     async def _decide(self, snapshot: Snapshot) -> list[Assignment]:
-        """The policy's assignments; a large decision is made on a thread, so the event loop
-        (every client's requests and sockets) goes on meanwhile: pure Python holds the GIL,
-        but the interpreter hands it back every `sys.getswitchinterval()` (5 ms)."""
-        if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
-            return self.policy.assign(snapshot)
-        return await asyncio.to_thread(self.policy.assign, snapshot)
+        return await decide(self.policy, snapshot)
 
     def _view(self, link: WorkerLink) -> WorkerView:
         """The worker as the policy sees it, as the simulator builds it: what it learned
@@ -399,6 +396,27 @@ class Dispatcher:
 
     async def stop(self) -> None:
         await tasks.stop(self._sends)
+
+
+async def decide(policy: Policy, snapshot: Snapshot) -> list[Assignment]:
+    """The policy's assignments, without holding the event loop (every client's requests and
+    sockets) for long: a small decision at once; a large one in the policy's steps with the
+    loop served whenever `STEP_S` has passed, or on a thread for a policy that has no steps
+    (pure Python holds the GIL, handed back every `sys.getswitchinterval()`).
+    `bench.looplag` measures the loop's longest gap during one."""
+    if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
+        return policy.assign(snapshot)
+    if not isinstance(policy, Stepwise):
+        return await asyncio.to_thread(policy.assign, snapshot)
+    out: list[Assignment] = []
+    since_s = time.perf_counter()
+    for step in policy.steps(snapshot):
+        if step is not None:
+            out.append(step)
+        if time.perf_counter() - since_s >= STEP_S:
+            await asyncio.sleep(0)
+            since_s = time.perf_counter()
+    return out
 
 
 def overtakes(waiting: JobRecord, prefetched: JobRecord) -> bool:

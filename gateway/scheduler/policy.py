@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol, runtime_checkable
 
 from gateway.scheduler.cost import with_job
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
@@ -21,6 +21,15 @@ class Policy(Protocol):
     def name(self) -> str: ...
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]: ...
+
+
+@runtime_checkable
+class Stepwise(Policy, Protocol):
+    """A policy that can make its decision in bounded steps, so the event loop that asks it
+    serves others between two: `steps` yields its assignments in order, and None after a
+    step that made none; `assign` is every assignment `steps` yields."""
+
+    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]: ...
 
 
 POLICIES: dict[str, Callable[[], Policy]] = {}

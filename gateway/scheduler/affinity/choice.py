@@ -254,6 +254,19 @@ def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
     return (1.0 + queue.waited_s(farm.now_s) / (load + run_s)) * farm.advantage(lane, job.family)
 
 
+def queue_bound(queue: Queue, farm: Farm) -> float:
+    """An upper bound on `ratio_bound` over every lane: no load, no fixed seconds, the whole
+    queue run at the fastest speed for its family, and the highest comparative advantage
+    (the fastest card's over the second; 1 for any other). inf where that reasoning does not
+    hold."""
+    top = farm.fastest.get(queue.first.family, ())
+    fastest = top[0][0] if top else 0.0
+    if fastest <= 0.0 or queue.work_units <= 0.0:
+        return math.inf
+    advantage = top[0][0] / top[1][0] if len(top) > 1 and top[1][0] > 0.0 else 1.0
+    return (1.0 + queue.waited_s(farm.now_s) * fastest / queue.work_units) * max(advantage, 1.0)
+
+
 def _warm_key(option: Option) -> tuple[float, float]:
     """Warm queues in queue order: the highest priority, then the oldest first job."""
     return (option.priority, -option.queue.first.enqueued_at_s)

@@ -96,25 +96,29 @@ def explain(job: JobView, target: Lane, farm: Farm) -> Why:
 def place(
     snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning, *, prune: bool = True
 ) -> list[Assignment]:
-    """The call's assignments, in the order they are made."""
-    return list(placements(snapshot, queues, tuning, prune=prune))
+    """The call's assignments, in the order they are made. `prune=False` evaluates every
+    lane against every queue at every step, as the rules read: the reference that
+    `search.Search` (the default) must agree with, assignment by assignment."""
+    return [step for step in steps(snapshot, queues, tuning, prune=prune) if step is not None]
 
 
-def placements(
+def steps(
     snapshot: Snapshot, queues: Sequence[Queue], tuning: Tuning, *, prune: bool = True
-) -> Iterator[Assignment]:
-    """The call's assignments one by one, so a caller may pause between two (each step is
-    bounded by one lane against every queue). `prune=False` evaluates every lane against
-    every queue at every step, as the rules read: the reference `search.Search` (the
-    default) must agree with."""
+) -> Iterator[Assignment | None]:
+    """`place` in steps, each of them work over the workers or over the groups once (one
+    lane's choice, one part of the set-up): an assignment, or None where a step made none."""
     farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
+    yield None
     need = Need(
         waiting=frozenset(key for queue in queues for key in queue.models),
         demand_per_s=snapshot.demand_per_s,
     )
     if prune:
-        return Search(farm, need, queues, tuning).run()
-    return _every_option(farm, need, queues, tuning)
+        search = Search(farm, need, queues, tuning)
+        yield None
+        yield from search.run()
+    else:
+        yield from _every_option(farm, need, queues, tuning)
 
 
 def _every_option(
@@ -141,12 +145,13 @@ class AffinityPolicy:
     name: str = "affinity"
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]:
-        return list(self.assignments(snapshot))
+        return [step for step in self.steps(snapshot) if step is not None]
 
-    def assignments(self, snapshot: Snapshot) -> Iterator[Assignment]:
-        """`assign`, one assignment at a time (`dispatcher.decide` pauses between them)."""
+    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
+        """`assign` in bounded steps (`policy.Stepwise`)."""
         queues = [Queue.of(group) for group in groups_of(snapshot)]
-        return placements(snapshot, queues, self.tuning)
+        yield None
+        yield from steps(snapshot, queues, self.tuning)
 
 
 @register("affinity")

@@ -18,6 +18,7 @@ two agree, assignment by assignment, why included.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterator, Sequence
 
@@ -30,6 +31,7 @@ from gateway.scheduler.affinity.choice import (
     landing,
     load_order,
     option_for,
+    queue_bound,
     ranked,
     ratio_bound,
     settle,
@@ -57,9 +59,13 @@ class Search:
         self.tuning = tuning
         self.lane_version = dict.fromkeys(farm.lanes, 0)
         """Bumped when a lane changes or a model it holds changes holders."""
-        self.own_version = dict.fromkeys(farm.lanes, 0)
-        """Bumped when the lane itself changes (what it will hold, when it frees)."""
         self.queue_version = [0] * len(queues)
+        """Bumped when a queue loses a job or a holder of its models changes."""
+        self.taken = [0] * len(queues)
+        """Bumped when a queue loses a job."""
+        self.loaded: dict[tuple[str, int], int] = {}
+        """Bumped for (lane, queue) when the lane gains or loses one of the queue's models, so
+        its load of the queue changes; absent is 0."""
         self.queues_of: dict[str, list[int]] = {}
         for index, queue in enumerate(queues):
             for key in queue.models:
@@ -69,22 +75,30 @@ class Search:
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
         self._may_run: dict[tuple[str, int], bool] = {}
+        self.modelless = [i for i, queue in enumerate(queues) if not queue.models]
+        self.ranks = [self.rank(index) for index in range(len(queues))]
+        self.by_bound = sorted(rank for rank in self.ranks if rank is not None)
+        """The non-empty queues by falling priority, then falling bound over every lane."""
         self.samples = [queue.first if queue.jobs else None for queue in queues]
         """A job of each queue as the call began (its last job may be taken meanwhile)."""
-        self.speed = {name: mean_speed(lane.worker) for name, lane in farm.lanes.items()}
-        self.heap = [self.order(lane) for lane in farm.lanes.values() if lane.slots > 0]
+        asking = [lane for lane in farm.lanes.values() if lane.slots > 0]
+        self.speed = {lane.name: mean_speed(lane.worker) for lane in asking}
+        """Only lanes with a free slot ever ask (none gains one in a call)."""
+        self.heap = [self.order(lane) for lane in asking]
         heapq.heapify(self.heap)
         self.done: set[str] = set()
         self.idle_done: set[str] = set()
         """Lanes that left every queue while idle: they look again after the next placement."""
         self.names = sorted(farm.lanes)
 
-    def run(self) -> Iterator[Assignment]:
-        """The assignments in the order the reference makes them."""
+    def run(self) -> Iterator[Assignment | None]:
+        """The assignments in the order the reference makes them, one lane's choice per step:
+        None where a lane chose to stay idle."""
         while (lane := self.next_lane()) is not None:
             chosen = self.best_option(lane)
             if chosen is None:
                 (self.idle_done if is_idle(lane) else self.done).add(lane.name)
+                yield None
                 continue
             option, index = chosen
             target = self.loader(option, index, lane)
@@ -113,29 +127,53 @@ class Search:
         return lane.slots > 0 and lane.name not in self.done and lane.name not in self.idle_done
 
     def best_option(self, lane: Lane) -> Ranked | None:
-        """`choice.best_option`, skipping the cold queues whose bound cannot win."""
+        """`choice.best_option`: every queue the lane holds, then the others by falling
+        bound, until no bound can beat the best so far."""
         idle = is_idle(lane)
         held = frozenset(lane.resident)
         best: Ranked | None = None
         warm: Ranked | None = None
-        cold: list[tuple[int, float, int]] = []
-        for index, queue in enumerate(self.queues):
-            if not queue.jobs or not self.may_run(lane, index):
-                continue
-            if queue.models <= held:
+        for index in self.held_queues(held):
+            if self.queues[index].jobs and self.may_run(lane, index):
                 option = self.option(lane, index, idle)
                 if option is not None:
                     best, warm = ranked(option, index, best, warm)
-            else:
-                cold.append((queue.first.priority, self.bound(lane, index), index))
-        cold.sort(reverse=True)
-        for priority, bound, index in cold:
-            if best is not None and _beaten(priority, bound, best[0]):
+        for priority, bound, index in self.by_bound:
+            if best is not None and _beaten(-priority, -bound, best[0]):
                 break  # so are the rest: they come in falling (priority, bound)
+            if self.queues[index].models <= held or not self.may_run(lane, index):
+                continue
+            if best is not None and _beaten(-priority, self.bound(lane, index), best[0]):
+                continue
             option = self.option(lane, index, idle)
             if option is not None:
                 best, warm = ranked(option, index, best, warm)
         return settle(best, warm, self.tuning)
+
+    def held_queues(self, held: frozenset[str]) -> set[int]:
+        """The queues whose models are all in `held` (those with none included)."""
+        found = set(self.modelless)
+        for key in held:
+            for index in self.queues_of.get(key, ()):
+                if self.queues[index].models <= held:
+                    found.add(index)
+        return found
+
+    def rank(self, index: int) -> tuple[int, float, int] | None:
+        """The queue's place in `by_bound`: negated priority and bound over every lane
+        (`choice.queue_bound`); None once it is empty."""
+        queue = self.queues[index]
+        if not queue.jobs:
+            return None
+        return (-queue.first.priority, -queue_bound(queue, self.farm), index)
+
+    def rerank(self, index: int) -> None:
+        old, new = self.ranks[index], self.rank(index)
+        if old is not None:
+            del self.by_bound[bisect.bisect_left(self.by_bound, old)]
+        if new is not None:
+            bisect.insort(self.by_bound, new)
+        self.ranks[index] = new
 
     def option(self, lane: Lane, index: int, idle: bool) -> Option | None:
         key = (lane.name, index)
@@ -149,8 +187,10 @@ class Search:
         return option
 
     def bound(self, lane: Lane, index: int) -> float:
+        """`choice.ratio_bound`: it depends on the queue and on the lane's load of it (its
+        speed and the fastest speeds do not change), not on who else holds what."""
         key = (lane.name, index)
-        lane_version, queue_version = self.lane_version[lane.name], self.queue_version[index]
+        lane_version, queue_version = self.loaded.get(key, 0), self.taken[index]
         kept = self.bounds.get(key)
         if kept is not None and kept[0] == lane_version and kept[1] == queue_version:
             return kept[2]
@@ -193,16 +233,19 @@ class Search:
         now_s = self.farm.now_s
         runner_up: tuple[float, str] | None = None
         mine = 0.0
+        lanes = self.farm.lanes
         for name in self.names:
-            lane = self.farm.lanes[name]
-            if name != target.name and not self.may_run(lane, index):
-                continue
-            done_s = max(lane.ready_s - now_s, 0.0) + (
-                self.load(lane, index, job) + self.farm.run_s(lane, job)
-            )
+            lane = lanes[name]
+            wait_s = max(lane.ready_s - now_s, 0.0)
             if name == target.name:
-                mine = done_s
-            elif runner_up is None or done_s < runner_up[0]:
+                mine = wait_s + (self.load(lane, index, job) + self.farm.run_s(lane, job))
+                continue
+            if runner_up is not None and wait_s >= runner_up[0]:
+                continue  # its load and run only add to that: it cannot come first
+            if not self.may_run(lane, index):
+                continue
+            done_s = wait_s + (self.load(lane, index, job) + self.farm.run_s(lane, job))
+            if runner_up is None or done_s < runner_up[0]:
                 runner_up = (done_s, name)
         return Why(
             reason="warm" if is_warm(job, target.resident) else "load",
@@ -214,7 +257,7 @@ class Search:
     def load(self, lane: Lane, index: int, job: JobView) -> float:
         """Seconds to load what a job of queue `index` needs (all its jobs need the same)."""
         key = (lane.name, index)
-        version = self.own_version[lane.name]
+        version = self.loaded.get(key, 0)
         kept = self.loads.get(key)
         if kept is not None and kept[0] == version:
             return kept[1]
@@ -237,14 +280,18 @@ class Search:
         self.farm.replace(after)
         was, now = frozenset(before.resident), frozenset(after.resident)
         self.lane_version[after.name] += 1
-        self.own_version[after.name] += 1
         self.queue_version[index] += 1
+        self.taken[index] += 1
+        self.rerank(index)
         for key in was | now:
             for queue in self.queues_of.get(key, ()):
                 self.queue_version[queue] += 1
         for key in was ^ now:
             for name in self.farm.holding.get(key, ()):
                 self.lane_version[name] += 1
+            for queue in self.queues_of.get(key, ()):
+                pair = (after.name, queue)
+                self.loaded[pair] = self.loaded.get(pair, 0) + 1
         if after.slots > 0:
             heapq.heappush(self.heap, self.order(after))
 

@@ -62,6 +62,9 @@ class Farm:
     fastest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     """Family -> the two best speeds of any worker (work units per second) and whose."""
     _rates: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    _advantages: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Both per (lane, family), looked up once per call: a lane's worker and the fastest
+    speeds do not change while the policy assigns."""
 
     @classmethod
     def of(cls, snapshot: Snapshot, lanes: Mapping[str, Lane], families: Iterable[str]) -> Farm:
@@ -99,9 +102,14 @@ class Farm:
     def advantage(self, lane: Lane, family: str) -> float:
         """How many times faster the lane runs the family than the fastest other worker (1
         alone): each card favours the work it is relatively best at."""
-        others = [speed for speed, name in self.fastest.get(family, ()) if name != lane.name]
-        mine = self.speed(lane, family)
-        return mine / others[0] if others and others[0] > 0 else 1.0
+        key = (lane.name, family)
+        found = self._advantages.get(key)
+        if found is None:
+            others = [speed for speed, name in self.fastest.get(family, ()) if name != lane.name]
+            mine = self.speed(lane, family)
+            found = mine / others[0] if others and others[0] > 0 else 1.0
+            self._advantages[key] = found
+        return found
 
     def _hold(self, lane: Lane) -> None:
         for key in lane.resident:
