@@ -107,7 +107,9 @@ def steps(
 ) -> Iterator[Assignment | None]:
     """`place` in steps, each of them work over the workers or over the groups once (one
     lane's choice, one part of the set-up): an assignment, or None where a step made none."""
-    farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
+    lanes = lanes_of(snapshot)
+    yield None
+    farm = Farm.of(snapshot, lanes, (q.first.family for q in queues))
     yield None
     need = Need(
         waiting=frozenset(key for queue in queues for key in queue.models),

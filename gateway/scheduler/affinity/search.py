@@ -92,8 +92,8 @@ class Search:
         self.names = sorted(farm.lanes)
 
     def run(self) -> Iterator[Assignment | None]:
-        """The assignments in the order the reference makes them, one lane's choice per step:
-        None where a lane chose to stay idle."""
+        """The assignments in the order the reference makes them, in steps of work over the
+        queues or over the lanes once: None after a step that made no assignment."""
         while (lane := self.next_lane()) is not None:
             chosen = self.best_option(lane)
             if chosen is None:
@@ -101,7 +101,10 @@ class Search:
                 yield None
                 continue
             option, index = chosen
+            yield None  # each of choosing, finding where a load goes, and explaining is a step
             target = self.loader(option, index, lane)
+            if not option.warm:
+                yield None
             job = option.queue.take()
             why = self.explain(job, index, target)
             self.placed(target, advance(target, job), index)
