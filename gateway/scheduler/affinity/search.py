@@ -1,8 +1,11 @@
 """How `affinity` makes a decision cheaply: the same choices as evaluating every lane against
 every queue at every step (`place(..., prune=False)`), at a cost close to what changes.
 
-- A queue the lane does not hold is evaluated only when its ratio bound
-  (`choice.ratio_bound`) could beat the best option found so far, the most promising first.
+- The queues the lane holds are found through an index by model key. The others are visited
+  by falling bound over every lane (`choice.queue_bound`, kept in order as queues lose jobs)
+  until none can beat the best option so far; one is evaluated only when its bound for this
+  lane (`choice.ratio_bound`) could beat it too. Both bounds assume what the rules never
+  produce otherwise: load, reload and fixed seconds are never negative.
 - Options, bounds and per-lane costs are kept across the assignments of one call, each
   stamped with the versions of the lane and the queue it was computed from. A placement
   changes the versions of the lane that took the job, of the queue it came from, of the
@@ -10,6 +13,8 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   the lanes that hold a model whose holders changed (their reload costs moved): only those
   are evaluated again.
 - The lanes wait in a heap by when they free, instead of a scan of every lane per step.
+- `run` yields between steps of work over the queues or over the lanes once, so a caller on
+  an event loop can serve others meanwhile (`dispatcher.decide`).
 
 Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue
 order, the first lane in snapshot order), and tests/unit/scheduler/test_search.py checks the
