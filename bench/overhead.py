@@ -39,9 +39,9 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
+from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
-from workers.supervisor import FarmLayout, WorkerSpec, emulator_argv
 
 TRANSCRIPT = Path(__file__).parents[1] / "tests" / "contract" / "ws_transcript.json"
 CHECKPOINT = "v1-5-pruned-emaonly.safetensors"

@@ -59,7 +59,8 @@ from gateway.userdata import UserData
 from gateway.validation import FarmCatalog
 from gateway.webroot import find_web_root
 from workers.client import ComfyClient, WorkerError
-from workers.supervisor import Supervisor, WorkerHandle
+from workers.launch import WorkerHandle
+from workers.supervisor import Supervisor
 from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from gateway.learning import Finished, Knowledge, NodeClock, cache_slots, learn,
 from gateway.models import JobRecord
 from gateway.scheduler.speed import SpeedEstimate
 from workers.client import ComfyClient
-from workers.supervisor import WorkerHandle, emulated_vram
+from workers.launch import WorkerHandle
+from workers.supervisor import emulated_vram
 
 log = logging.getLogger(__name__)
 

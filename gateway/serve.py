@@ -25,14 +25,9 @@ from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from gateway.shutdown import GatewayServer
 from gateway.status import vram_of
-from workers.supervisor import (
-    FarmLayout,
-    Supervisor,
-    WorkerHandle,
-    WorkerSpec,
-    emulated_vram,
-    visible_gpus,
-)
+from workers.gpus import visible_gpus
+from workers.launch import FarmLayout, WorkerHandle, WorkerSpec
+from workers.supervisor import Supervisor, emulated_vram
 from workers.telemetry import Telemetry
 
 log = logging.getLogger("gateway")

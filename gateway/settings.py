@@ -24,10 +24,10 @@ from gateway.scheduler import DEFAULT_POLICY
 from workers.comfyargs import FlagError, check_args
 from workers.emulator.cliargs import split_emulator_options
 from workers.emulator.modelfolders import model_folder
+from workers.gpus import parse_gpu_slots
 from workers.logs import MIB
 from workers.managed import SupervisionSettings
 from workers.restart import RestartSettings
-from workers.telemetry import parse_gpu_slots
 from workers.warmup import PROBE_STEPS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")

@@ -9,7 +9,7 @@ reaches a worker, whether it started it or not.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,29 +154,3 @@ def worker_env(spec: WorkerSpec, environ: Mapping[str, str]) -> dict[str, str]:
         # So that an index means the same card to CUDA as to NVML (telemetry).
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
-
-
-def visible_gpus(
-    environ: Mapping[str, str], count: Callable[[], int] | None = None
-) -> tuple[int, ...]:
-    """GPU slots to use: CUDA_VISIBLE_DEVICES when set, else every device pynvml counts."""
-    listed = environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        parts = [part.strip() for part in listed.split(",") if part.strip()]
-        if all(part.isdigit() for part in parts):
-            return tuple(int(part) for part in parts)
-        return tuple(range(len(parts)))
-    return tuple(range((count or _nvml_count)()))
-
-
-def _nvml_count() -> int:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library: no GPUs
-        return 0

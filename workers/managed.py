@@ -14,12 +14,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import httpx
 
 from workers.client import ComfyClient
 from workers.comfyargs import LaunchPlan
+from workers.launch import WorkerHandle
 from workers.lifecycle import Phase
 from workers.logs import MIB, LogCapture
 from workers.process import ChildProcess, ProcessStartError
@@ -34,9 +34,6 @@ from workers.restart import (
     prune_history,
 )
 from workers.warmup import PROBE_STEPS, WarmupResult
-
-if TYPE_CHECKING:
-    from workers.supervisor import WorkerHandle
 
 log = logging.getLogger(__name__)
 

@@ -26,13 +26,11 @@ from workers.launch import (
     WorkerSpec,
     comfyui_argv,
     emulator_argv,
-    visible_gpus,
     worker_env,
 )
 from workers.lifecycle import EventSink, LifecycleKind, Phase, WorkerEvent
 from workers.logs import LogCapture
 from workers.managed import (
-    READY_PATH,
     ManagedWorker,
     ReadyProbe,
     SupervisionSettings,
@@ -52,18 +50,6 @@ from workers.process import (
 )
 from workers.restart import Restart
 from workers.warmup import WarmupResult
-
-__all__ = [
-    "READY_PATH",
-    "FarmLayout",
-    "Supervisor",
-    "WorkerHandle",
-    "WorkerSpec",
-    "comfyui_argv",
-    "emulator_argv",
-    "visible_gpus",
-    "worker_env",
-]
 
 log = logging.getLogger(__name__)
 

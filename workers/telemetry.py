@@ -234,7 +234,7 @@ class Telemetry:
 
     def _init(self) -> TelemetrySnapshot:
         if self._nvml is None:
-            nvml = _import_pynvml()
+            nvml = load_nvml()
             if nvml is None:
                 return TelemetrySnapshot(False, "NVML: the nvidia-ml-py package is not installed")
             self._nvml = nvml
@@ -297,99 +297,11 @@ def _name(raw: str | bytes | None, index: int) -> str:
     return raw.decode(errors="replace") if isinstance(raw, bytes) else raw
 
 
-def _import_pynvml() -> Nvml | None:
+def load_nvml() -> Nvml | None:
+    """The `pynvml` module, or None when it is not installed."""
     try:
         import pynvml
     except ImportError:
         return None
     nvml: Nvml = pynvml
     return nvml
-
-
-def cuda_visible_devices(value: str) -> list[str]:
-    """The devices a CUDA_VISIBLE_DEVICES value leaves visible, as CUDA reads it: entries are
-    indices or GPU-/MIG- UUIDs, and the first invalid entry (such as -1) hides it and every
-    later one. An empty value hides every GPU."""
-    visible: list[str] = []
-    for entry in (part.strip() for part in value.split(",")):
-        if not (_is_index(entry) or entry.startswith(("GPU-", "MIG-"))):
-            break
-        visible.append(entry)
-    return visible
-
-
-def visible_gpu_count(env: Mapping[str, str], nvml: Nvml | None = None) -> int:
-    """How many GPUs the gateway's workers can use: as CUDA_VISIBLE_DEVICES in `env` lists
-    them when set, else as many as NVML counts, else 0 (no driver, no library). Never raises
-    for missing hardware."""
-    listed = env.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        return len(cuda_visible_devices(listed))
-    backend = nvml if nvml is not None else _import_pynvml()
-    return 0 if backend is None else _nvml_count(backend)
-
-
-def _nvml_count(nvml: Nvml) -> int:
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError:
-        return 0
-    try:
-        return int(nvml.nvmlDeviceGetCount())
-    except nvml.NVMLError:
-        return 0
-    finally:
-        with contextlib.suppress(nvml.NVMLError):
-            nvml.nvmlShutdown()
-
-
-def parse_gpu_slots(spec: str, *, allow_shared: bool = False) -> list[str]:
-    """Parse a GPU slot list: one worker per slot, each slot a CUDA_VISIBLE_DEVICES value.
-
-    Syntax: slots are separated by ",", the GPUs of one slot joined by "+", each GPU a
-    non-negative index; spaces around parts are ignored. "0,1" gives ["0", "1"] (a worker per
-    GPU); "0+1,2" gives ["0,1", "2"] (one worker sees GPUs 0 and 1, another GPU 2).
-
-    Raises ValueError for an empty spec or slot, an index that is not a non-negative integer,
-    a GPU listed twice in one slot, or a GPU in two slots unless `allow_shared` (two workers
-    then share that card).
-    """
-    if not spec.strip():
-        raise ValueError("GPU slots: empty; expected e.g. '0,1' or '0+1,2'")
-    slots = [_parse_slot(part, spec) for part in spec.split(",")]
-    if not allow_shared:
-        _refuse_shared(slots, spec)
-    return [",".join(str(gpu) for gpu in slot) for slot in slots]
-
-
-def _parse_slot(part: str, spec: str) -> list[int]:
-    entries = [entry.strip() for entry in part.split("+")]
-    if not all(entries):
-        raise ValueError(f"GPU slots {spec!r}: empty slot or GPU in {part.strip()!r}")
-    bad = [entry for entry in entries if not _is_index(entry)]
-    if bad:
-        raise ValueError(
-            f"GPU slots {spec!r}: {bad[0]!r} is not a GPU index (a non-negative integer)"
-        )
-    gpus = [int(entry) for entry in entries]
-    twice = [gpu for position, gpu in enumerate(gpus) if gpu in gpus[:position]]
-    if twice:
-        raise ValueError(f"GPU slots {spec!r}: GPU {twice[0]} is twice in slot {part.strip()!r}")
-    return gpus
-
-
-def _is_index(text: str) -> bool:
-    # str.isdigit alone accepts "²", which int() refuses.
-    return text.isascii() and text.isdigit()
-
-
-def _refuse_shared(slots: Sequence[Sequence[int]], spec: str) -> None:
-    seen: set[int] = set()
-    for slot in slots:
-        shared = seen.intersection(slot)
-        if shared:
-            raise ValueError(
-                f"GPU slots {spec!r}: GPU {min(shared)} is in two slots "
-                "(allow sharing a card between workers explicitly if that is meant)"
-            )
-        seen.update(slot)

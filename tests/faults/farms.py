@@ -23,9 +23,10 @@ from gateway.app import create_app
 from gateway.serve import make_supervisor
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from tests.integration.conftest import CHECKPOINTS
+from workers.launch import FarmLayout
 from workers.ports import free_port
 from workers.process import alive
-from workers.supervisor import FarmLayout, Supervisor
+from workers.supervisor import Supervisor
 from workers.telemetry import Telemetry
 
 TOKEN = "operator-token"

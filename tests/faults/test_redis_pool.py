@@ -23,7 +23,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
-from workers.supervisor import FarmLayout
+from workers.launch import FarmLayout
 
 pytestmark = pytest.mark.timeout(90)
 TOKEN = "burst-token"

@@ -28,7 +28,7 @@ from tests.faults.farms import (
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, start_emulators, stop_emulators, txt2img
-from workers.supervisor import FarmLayout
+from workers.launch import FarmLayout
 
 NO_AUTH = {"Authorization": ""}
 """Overrides the farm client's token: a request as a caller without it makes."""

@@ -27,7 +27,7 @@ from tests.integration.conftest import (
     txt2img,
 )
 from tests.integration.prometheus import samples_of, value
-from workers.supervisor import FarmLayout, WorkerHandle
+from workers.launch import FarmLayout, WorkerHandle
 
 
 async def test_a_comfyui_client_posts_listens_reads_history_and_views(

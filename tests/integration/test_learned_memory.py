@@ -15,7 +15,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
-from workers.supervisor import FarmLayout
+from workers.launch import FarmLayout
 
 
 async def learned_of(client: ComfyStyleClient) -> dict[str, Any]:

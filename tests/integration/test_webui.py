@@ -26,7 +26,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
-from workers.supervisor import FarmLayout, WorkerHandle
+from workers.launch import FarmLayout, WorkerHandle
 
 INDEX = b"<!doctype html><title>editor</title>"
 

@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
-from workers.telemetry import (
-    GpuSample,
-    Telemetry,
-    cuda_visible_devices,
-    parse_gpu_slots,
-    visible_gpu_count,
-)
+from workers.gpus import visible_gpus
+from workers.telemetry import GpuSample, Telemetry
 
 MIB = 1 << 20
 
@@ -243,7 +237,6 @@ def test_the_real_nvml_library_on_this_machine_does_not_raise() -> None:
         assert telemetry.reason is not None
         assert telemetry.reason.startswith("NVML: ")
         assert telemetry.sample().gpus == {}
-        assert visible_gpu_count({}) == 0
 
 
 def test_without_the_nvml_package_telemetry_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -253,7 +246,7 @@ def test_without_the_nvml_package_telemetry_says_so(monkeypatch: pytest.MonkeyPa
 
     assert not telemetry.open()
     assert telemetry.reason == "NVML: the nvidia-ml-py package is not installed"
-    assert visible_gpu_count({}) == 0
+    assert visible_gpus({}) == ()
     telemetry.close()
 
 
@@ -324,83 +317,3 @@ async def test_telemetry_can_be_started_again_after_a_stop() -> None:
         assert telemetry.available
 
     assert (nvml.inits, nvml.shutdowns) == (2, 2)
-
-
-# --- visible GPUs and slots ----------------------------------------------------------------
-
-VISIBLE = [
-    ("0,1", 2),
-    ("3", 1),
-    (" 2 , 3 ", 2),
-    ("", 0),
-    ("-1", 0),
-    ("0,-1,1", 1),
-    ("0,,1", 1),
-    ("GPU-8d2f3c1e-aaaa,1", 2),
-    ("MIG-1a2b", 1),
-    ("nope,0", 0),
-]
-
-
-@pytest.mark.parametrize(("value", "count"), VISIBLE)
-def test_cuda_visible_devices_counts_as_cuda_reads_it(value: str, count: int) -> None:
-    nvml = FakeNvml([FakeGpu()] * 8)
-
-    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": value}, nvml) == count
-    assert len(cuda_visible_devices(value)) == count
-    assert nvml.inits == 0
-
-
-@pytest.mark.parametrize(
-    ("nvml", "count"),
-    [
-        (FakeNvml([FakeGpu()] * 4), 4),
-        (FakeNvml(init_error="Driver Not Loaded"), 0),
-        (FakeNvml(count_error="Unknown Error"), 0),
-        (FakeNvml(gpus=[]), 0),
-    ],
-)
-def test_without_cuda_visible_devices_nvml_counts(nvml: FakeNvml, count: int) -> None:
-    assert visible_gpu_count({"PATH": "/bin"}, nvml) == count
-    assert nvml.shutdowns == nvml.inits
-
-
-SLOTS = [
-    ("0,1", ["0", "1"]),
-    ("0+1,2", ["0,1", "2"]),
-    (" 0 + 1 , 2 ", ["0,1", "2"]),
-    ("3", ["3"]),
-    ("07", ["7"]),
-    ("0+1+2+3,4+5", ["0,1,2,3", "4,5"]),
-]
-
-
-@pytest.mark.parametrize(("spec", "slots"), SLOTS)
-def test_gpu_slots_parse_into_cuda_visible_devices_values(spec: str, slots: list[str]) -> None:
-    assert parse_gpu_slots(spec) == slots
-
-
-BAD_SLOTS = [
-    ("", "empty"),
-    ("  ", "empty"),
-    ("0,,1", "empty slot"),
-    ("0,", "empty slot"),
-    ("0+", "empty slot or GPU in '0+'"),
-    ("a", "'a' is not a GPU index"),
-    ("-1", "'-1' is not a GPU index"),
-    ("1.5", "'1.5' is not a GPU index"),
-    ("²", "'²' is not a GPU index"),
-    ("0+0", "GPU 0 is twice in slot '0+0'"),
-    ("0,0", "GPU 0 is in two slots"),
-    ("0+1,1", "GPU 1 is in two slots"),
-]
-
-
-@pytest.mark.parametrize(("spec", "message"), BAD_SLOTS)
-def test_bad_gpu_slots_are_refused_clearly(spec: str, message: str) -> None:
-    with pytest.raises(ValueError, match=re.escape(message)):
-        parse_gpu_slots(spec)
-
-
-def test_sharing_a_gpu_between_slots_must_be_asked_for() -> None:
-    assert parse_gpu_slots("0,0+1", allow_shared=True) == ["0", "0,1"]
