@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from workers.comfy.families import family_of
 from workers.emulator.costmodel import CostModel, JobShape, LoadTier, flag_settings, job_phases
 from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import (
     ProfileError,
-    family_of,
+    cost_family,
     load_profile,
     profile_from_dict,
     profile_names,
@@ -309,8 +310,31 @@ def test_profiles_report_their_card() -> None:
         ("subdir/SDXL-turbo.safetensors", "sdxl"),
     ],
 )
-def test_family_of_matches_checkpoint_names(ckpt: str, family: str) -> None:
-    assert family_of(ckpt, load_profile("h200")) == family
+def test_the_cost_family_comes_from_the_checkpoint_name(ckpt: str, family: str) -> None:
+    assert cost_family(ckpt, load_profile("h200")) == family
+
+
+@pytest.mark.parametrize(
+    "ckpt",
+    [
+        "illustriousMix_v10.safetensors",
+        "flux1-dev.safetensors",
+        "sd3_medium.safetensors",
+        "juggernautXL_v9.safetensors",
+        "v1-5-pruned-emaonly.safetensors",
+    ],
+)
+def test_the_emulator_charges_the_family_the_gateway_learns_under(ckpt: str) -> None:
+    data = shipped_json("h200")
+    families = dict(data["families"])  # type: ignore[call-overload]
+    families.update(flux=families["sdxl"], sd3=families["sdxl"])
+    profile = profile_from_dict({**data, "families": families})
+
+    assert cost_family(ckpt, profile) == family_of(ckpt)
+
+
+def test_a_family_the_profile_does_not_price_costs_as_sd15() -> None:
+    assert cost_family("flux1-dev.safetensors", load_profile("h200")) == "sd15"
 
 
 def shipped_json(name: str) -> dict[str, object]:
@@ -348,7 +372,7 @@ def broken(**changes: object) -> dict[str, object]:
         (broken(speed=3), "unknown field"),
         (broken(load_ram_mib_s=0), "must be positive"),
         (broken(families={"sdxl": {}}), "default family 'sd15'"),
-        (broken(family_patterns={"xl": "flux"}), "unknown families flux"),
+        (broken(family_patterns={"xl": "sdxl"}), "unknown field"),
         (broken(flag_effects={"vram:low": {"*": {"sample_x": "2"}}}), "vram:low"),
         ([], "expected an object"),
     ],

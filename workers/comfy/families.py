@@ -1,8 +1,9 @@
 """The model family a checkpoint's file name suggests: one guess, shared by gateway and workers.
 
 The gateway keys its speed and load estimates by family (`gateway.learning`); the warm-up picks
-its CFG scale and the speed probe its native image size by it (`workers.warmup`). Both must
-guess alike, so the guess lives here, below both.
+its CFG scale and the speed probe its native image size by it (`workers.warmup`); the emulator
+charges a profile's family costs by it (`workers.emulator.profiles.cost_family`). All must
+guess alike, so the guess lives here, below them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ FAMILY_PATTERNS = (
     ("sdxl", "sdxl"),
     ("sd_xl", "sdxl"),
     ("pony", "sdxl"),
+    ("illustrious", "sdxl"),
     ("xl", "sdxl"),
 )
 """Substrings of a checkpoint (or diffusion model) file name, lowercase, first match wins;
-else "sd15". The emulator's shipped profiles (`family_patterns`) carry the same zimage rule."""
+else "sd15". The emulator charges a profile's family costs by this guess too
+(`workers.emulator.profiles.cost_family`)."""
 
 
 def family_of(checkpoint: str | None) -> str:

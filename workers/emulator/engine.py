@@ -26,7 +26,7 @@ from workers.emulator.costmodel import CostModel
 from workers.emulator.faults import Faults
 from workers.emulator.files import Dirs
 from workers.emulator.nodecache import NodeCache
-from workers.emulator.profiles import family_of
+from workers.emulator.profiles import cost_family
 from workers.emulator.promptqueue import PromptQueue, QueueItem
 from workers.emulator.promptrun import PromptRun
 from workers.emulator.residency import Residency
@@ -220,5 +220,6 @@ class Engine:
     def vram_used_mib(self) -> float:
         profile = self.costs.profile
         return sum(
-            profile.family(family_of(m, profile)).model_size_mib for m in self.residency.resident()
+            profile.family(cost_family(m, profile)).model_size_mib
+            for m in self.residency.resident()
         )

@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from workers.comfy.families import family_of
+
 DEFAULT_FAMILY = "sd15"
 ANY_FAMILY = "*"
 _PACKAGE = "workers.emulator"
@@ -76,7 +78,7 @@ class Profile:
 
     `flag_effects` maps a flag setting ("vram:low", "attention:split", "vae:fp32", "cpu",
     "cpu_vae", "preview:taesd") to effects per family, "*" meaning every family.
-    `family_patterns` maps lower-case checkpoint-name substrings to families, first match wins.
+    Which family a checkpoint belongs to is the tree's one guess (`cost_family`).
     """
 
     name: str
@@ -92,7 +94,6 @@ class Profile:
     save_s_per_mp: float
     cached_prompt_s: float
     families: Mapping[str, FamilyCost] = field(hash=False)
-    family_patterns: Mapping[str, str] = field(hash=False)
     flag_effects: Mapping[str, Mapping[str, FlagEffect]] = field(hash=False)
     previews: bool = False
     description: str = ""
@@ -146,26 +147,21 @@ def profile_from_dict(data: object, *, where: str = "profile") -> Profile:
         families={
             k: _dataclass(FamilyCost, v, f"{where}.families.{k}") for k, v in families.items()
         },
-        family_patterns=_patterns(obj.get("family_patterns", {}), f"{where}.family_patterns"),
         flag_effects=_effects(obj.get("flag_effects", {}), f"{where}.flag_effects"),
     )
     _check(profile, where)
     return profile
 
 
-def family_of(ckpt_name: str, profile: Profile) -> str:
-    """The model family of a checkpoint (or diffusion model) file name: the first of the
-    profile's patterns (case-insensitive substrings, in file order) found in it, else "sd15".
-    The shipped profiles' patterns agree with `workers.comfy.families` on every family both
-    know."""
-    lowered = ckpt_name.lower()
-    for pattern, family in profile.family_patterns.items():
-        if pattern in lowered:
-            return family
-    return DEFAULT_FAMILY
+def cost_family(ckpt_name: str, profile: Profile) -> str:
+    """The family whose costs `profile` charges for a checkpoint (or diffusion model): the
+    family its file name suggests (`workers.comfy.families`, the gateway's guess too) when the
+    profile prices that family, else "sd15"."""
+    family = family_of(ckpt_name)
+    return family if family in profile.families else DEFAULT_FAMILY
 
 
-_NESTED = frozenset({"families", "family_patterns", "flag_effects"})
+_NESTED = frozenset({"families", "flag_effects"})
 
 
 def _check(profile: Profile, where: str) -> None:
@@ -173,9 +169,6 @@ def _check(profile: Profile, where: str) -> None:
     for name in ("load_disk_mib_s", "load_page_cache_mib_s", "load_ram_mib_s"):
         if getattr(profile, name) <= 0:
             raise ProfileError(f"{where}.{name}: must be positive")
-    unknown = sorted(set(profile.family_patterns.values()) - set(profile.families))
-    if unknown:
-        raise ProfileError(f"{where}.family_patterns: unknown families {', '.join(unknown)}")
 
 
 def _read(name_or_path: str) -> tuple[str, str]:
@@ -235,14 +228,6 @@ def _typed(value: object, type_name: str, where: str) -> object:
     if not isinstance(value, expected):
         raise ProfileError(f"{where}: expected {type_name}, got {value!r}")
     return value
-
-
-def _patterns(value: object, where: str) -> dict[str, str]:
-    obj = _object(value, where)
-    bad = [k for k, v in obj.items() if not isinstance(v, str)]
-    if bad:
-        raise ProfileError(f"{where}: family names must be strings ({', '.join(bad)})")
-    return {k.lower(): v for k, v in obj.items()}
 
 
 def _effects(value: object, where: str) -> dict[str, dict[str, FlagEffect]]:

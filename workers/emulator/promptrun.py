@@ -21,7 +21,7 @@ from workers.comfy.workflow import checkpoint, sampler_nodes
 from workers.emulator import events
 from workers.emulator.faults import PromptFaults
 from workers.emulator.nodeoutputs import MODEL_FILE_INPUTS, format_input
-from workers.emulator.profiles import DEFAULT_FAMILY, family_of
+from workers.emulator.profiles import DEFAULT_FAMILY, cost_family
 from workers.emulator.progress import ProgressRegistry
 from workers.emulator.promptqueue import QueueItem
 from workers.emulator.work import NodeFailure, NodeWork, WorkContext
@@ -132,7 +132,7 @@ class PromptRun:
         costs = self.engine.costs
         upload = sum(costs.upload_s(f) for m, f in models if tiers[m] is not None)
         primary = checkpoint(self.prompt)
-        family = family_of(primary, costs.profile) if primary else DEFAULT_FAMILY
+        family = cost_family(primary, costs.profile) if primary else DEFAULT_FAMILY
         context = WorkContext(
             self.prompt, self.extra_data, self.samplers, tiers, self._step, upload, family
         )
@@ -146,7 +146,7 @@ class PromptRun:
             for name in MODEL_FILE_INPUTS:
                 value = inputs.get(name)
                 if isinstance(value, str) and value not in seen:
-                    seen[value] = family_of(value, self.engine.costs.profile)
+                    seen[value] = cost_family(value, self.engine.costs.profile)
         return list(seen.items())
 
     async def _run_nodes(self, order: list[str], work: NodeWork) -> None:

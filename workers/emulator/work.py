@@ -39,7 +39,7 @@ from workers.emulator.nodeoutputs import (
     preview_text,
     role_of,
 )
-from workers.emulator.profiles import DEFAULT_FAMILY, Profile, family_of
+from workers.emulator.profiles import DEFAULT_FAMILY, Profile, cost_family
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class NodeWork:
 
     def _family(self, model: str | None) -> str:
         """The family a node works for: its model file's, else the prompt's."""
-        return family_of(model, self.profile) if model else self.context.family
+        return cost_family(model, self.profile) if model else self.context.family
 
     async def _compute(self, role: Role, node_id: str, inputs: Mapping[str, Any]) -> None:
         """Spend what a node that produces outputs costs."""

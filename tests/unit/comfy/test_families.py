@@ -14,6 +14,7 @@ from workers.emulator import profiles
     [
         ("sd_xl_base_1.0.safetensors", "sdxl"),
         ("ponyDiffusionV6.safetensors", "sdxl"),
+        ("illustriousMix_v10.safetensors", "sdxl"),
         ("Flux1-Dev-fp8.safetensors", "flux"),
         ("sd3.5_large.safetensors", "sd3"),
         ("v1-5-pruned-emaonly.safetensors", "sd15"),
@@ -38,5 +39,5 @@ def test_the_gateway_learns_under_the_same_guess() -> None:
 )
 def test_the_emulated_cards_guess_z_image_alike(profile: str, name: str) -> None:
     loaded = profiles.load_profile(profile)
-    assert profiles.family_of(name, loaded) == family_of(name) == "zimage"
+    assert profiles.cost_family(name, loaded) == family_of(name) == "zimage"
     assert loaded.family("zimage").text_encoder_size_mib > 0
