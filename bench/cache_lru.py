@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.real_gpu import A, B, C, Recorder
-from workers.emulator.flags import LaunchFlags
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.profiles import load_profile
 from workers.emulator.residency import Residency
 from workers.ports import free_port

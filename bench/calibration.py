@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.costmodel import CostModel, JobShape, LoadTier, PhaseTimes, job_phases
-from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import load_profile
 from workers.emulator.residency import Residency
 

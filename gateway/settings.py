@@ -21,9 +21,9 @@ from pydantic_settings import (
 
 from gateway.ledger.experiments import Experiment
 from gateway.scheduler import DEFAULT_POLICY
+from workers.comfy.modelfolders import model_folder
 from workers.comfyargs import FlagError, check_args
-from workers.emulator.cliargs import split_emulator_options
-from workers.emulator.modelfolders import model_folder
+from workers.emulator_options import split_emulator_options
 from workers.gpus import parse_gpu_slots
 from workers.logs import MIB
 from workers.managed import SupervisionSettings

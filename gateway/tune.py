@@ -14,7 +14,7 @@ guard). At the end the worker is relaunched with its own args and group and resu
 when the tuning fails half way.
 
 The candidates default to ComfyUI's performance flags that the gateway knows (ComfyUI
-0.3.64's parser, `workers.emulator.cliargs`): attention backends, VAE precision, VRAM modes,
+0.3.64's parser, `workers.comfy.parser`): attention backends, VAE precision, VRAM modes,
 cache modes.
 """
 
@@ -38,7 +38,7 @@ from gateway.ledger.abreport import TOTAL, compare
 from gateway.ledger.plot import NoPlotting, effect_bars
 from gateway.ledger.record import PHASES
 from gateway.ledger.remote import DEFAULT_URL, Gateway, RemoteError
-from workers.emulator.cliargs import comfyui_refuses, exclusive_with
+from workers.comfy.parser import comfyui_refuses, exclusive_with
 
 CANDIDATES = (
     "--use-split-cross-attention",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from workers.emulator.flags import FlagError, LaunchFlags, VramMode
-from workers.emulator.residency import TXT2IMG
+from workers.comfy.flags import FlagError, LaunchFlags, VramMode
+from workers.comfy.prompt_results import TXT2IMG
 
 __all__ = [
     "CACHE_FLAGS",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -19,7 +20,6 @@ from typing import Any
 
 from workers.client import ComfyClient
 from workers.comfyargs import FlagError, LaunchPlan, plan_launch
-from workers.emulator.profiles import ProfileError, load_profile
 from workers.launch import (
     FarmLayout,
     WorkerHandle,
@@ -61,14 +61,23 @@ ADOPT_TIMEOUT_S = 10.0
 """How long an adopted worker has to answer before it is replaced by a fresh one."""
 
 
+SHIPPED_PROFILES = Path(__file__).parent / "emulator" / "profiles"
+"""The card profiles shipped with the emulator (JSON; see the README beside them)."""
+
+
 def emulated_vram(spec: WorkerSpec) -> float | None:
-    """The VRAM an emulated worker's profile claims (None for real workers: ask NVML)."""
+    """The VRAM an emulated worker's profile claims (None for real workers: ask NVML, and for
+    a profile that cannot be read: the emulator refuses it at start)."""
     if spec.emulate is None:
         return None
+    # The profile is read as data: production code never imports the emulator.
+    shipped = SHIPPED_PROFILES / f"{spec.emulate}.json"
+    path = shipped if shipped.is_file() else Path(spec.emulate)
     try:
-        return float(load_profile(spec.emulate).vram_total_mib)
-    except ProfileError:
+        vram_mib = json.loads(path.read_text(encoding="utf-8"))["vram_total_mib"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
         return None
+    return float(vram_mib) if isinstance(vram_mib, int | float) else None
 
 
 async def _warm(

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.sim.farm import WorkerSpec
+from workers.comfy.flags import CacheMode, LaunchFlags
 from workers.emulator.costmodel import CostModel, JobShape, LoadTier, job_phases
-from workers.emulator.flags import CacheMode, LaunchFlags
 from workers.emulator.profiles import load_profile
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from workers.comfy.families import family_of
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.costmodel import CostModel, JobShape, LoadTier, flag_settings, job_phases
-from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import (
     ProfileError,
     cost_family,

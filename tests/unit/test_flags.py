@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.emulator.flags import (
+from workers.comfy.flags import (
     Attention,
     CacheMode,
     FlagError,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.costmodel import LoadTier
-from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import load_profile
 from workers.emulator.residency import Residency
 

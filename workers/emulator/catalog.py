@@ -15,8 +15,8 @@ from typing import Any
 
 from workers.comfy.catalog import Catalog
 from workers.comfy.checks import CustomCheck, file_checks
+from workers.comfy.modelfolders import MODEL_FOLDERS
 from workers.emulator.files import Dirs
-from workers.emulator.modelfolders import MODEL_FOLDERS
 
 _PACKAGE = "workers.emulator"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from workers.emulator.flags import LaunchFlags
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.profiles import Profile
 
 DEFAULT_PORT = 8188

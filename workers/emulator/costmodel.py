@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from workers.emulator.flags import Attention, LaunchFlags, VaeDtype, VramMode
+from workers.comfy.flags import Attention, LaunchFlags, VaeDtype, VramMode
 from workers.emulator.profiles import NO_EFFECT, FlagEffect, Profile
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from workers.emulator.flags import CacheMode
+from workers.comfy.flags import CacheMode
 
 
 class NodeCache:

@@ -22,31 +22,14 @@ Rules (PROTOCOL.md 3.3-3.4):
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 
+from workers.comfy.flags import CacheMode, LaunchFlags, VramMode
+from workers.comfy.prompt_results import TXT2IMG, PromptResults
 from workers.emulator.costmodel import LoadTier
-from workers.emulator.flags import CacheMode, LaunchFlags, VramMode
 from workers.emulator.nodecache import NodeCache
 from workers.emulator.profiles import Profile
 
 _HOST_RAM_MODES = frozenset({VramMode.LOW, VramMode.NO})
-
-
-@dataclass(frozen=True)
-class PromptResults:
-    """The node results one prompt leaves in ComfyUI's cache, by what their keys depend on."""
-
-    per_model: int = 3
-    """Keyed by the checkpoint: its loader and the two text encoders fed by its CLIP."""
-    per_family: int = 1
-    """Keyed by the family's image size only: the empty latent, shared by its checkpoints."""
-    fresh: int = 3
-    """New with every seed: the sampler, the decoder and the save node."""
-
-
-TXT2IMG = PromptResults()
-"""CheckpointLoaderSimple, two CLIPTextEncode, EmptyLatentImage, KSampler, VAEDecode,
-SaveImage, the texts unchanged and a fresh seed per job."""
 
 
 class Residency:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from workers.comfy.flags import CacheMode
 from workers.emulator.cli import main, parse_config
 from workers.emulator.config import DEFAULT_CHECKPOINTS, DEFAULT_MODELS
-from workers.emulator.flags import CacheMode
 
 
 def dirs(tmp_path: Path) -> list[str]:

@@ -18,10 +18,10 @@ from PIL import Image
 
 from tests.unit.emulator.conftest import Factory, no_warmup_profile, run_to_history, wait_for
 from tests.unit.emulator.running import transcript_prompt, txt2img
+from workers.comfy.flags import LaunchFlags
 from workers.emulator import events
 from workers.emulator.app import Emulator
 from workers.emulator.costmodel import LoadTier
-from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import load_profile
 
 pytestmark = pytest.mark.timeout(30)

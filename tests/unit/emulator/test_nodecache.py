@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.emulator.flags import CacheMode
+from workers.comfy.flags import CacheMode
 from workers.emulator.nodecache import NodeCache
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.unit.emulator.conftest import CHECKPOINTS, Factory, run_to_history, wait_for
 from tests.unit.emulator.running import txt2img
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.app import Emulator
-from workers.emulator.flags import LaunchFlags
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from workers.comfy.flags import Attention, CacheMode, LaunchFlags, VramMode
 from workers.comfyargs import (
     GATEWAY_OWNED_FLAGS,
     FlagError,
@@ -15,7 +16,6 @@ from workers.comfyargs import (
     lru_size_keeping,
     plan_launch,
 )
-from workers.emulator.flags import Attention, CacheMode, LaunchFlags, VramMode
 from workers.emulator.profiles import load_profile
 from workers.emulator.residency import Residency
 

@@ -12,9 +12,9 @@ import pytest
 from gateway.scheduler import speed as learned
 from tests.unit.emulator.running import Running, running_emulator
 from workers.client import ComfyClient
+from workers.comfy.flags import LaunchFlags
 from workers.comfy.workflow import work_units
 from workers.emulator.costmodel import CostModel, JobShape, job_phases
-from workers.emulator.flags import LaunchFlags
 from workers.emulator.profiles import load_profile
 from workers.preload import WarmupError, warm_up
 from workers.warmup import Phase, probe_prompt, probe_work_units

@@ -15,7 +15,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from workers.emulator.modelfolders import folder_paths, model_folders
+from workers.comfy.modelfolders import folder_paths, model_folders
 from workers.emulator.responses import empty, json_response, text
 from workers.emulator.routes.common import RouteTable, emulator_of, query
 

@@ -15,7 +15,7 @@ import shutil
 from starlette.requests import Request
 from starlette.responses import Response
 
-from workers.emulator.modelfolders import folder_paths
+from workers.comfy.modelfolders import folder_paths
 from workers.emulator.responses import json_response
 from workers.emulator.routes.common import RouteTable, emulator_of
 
