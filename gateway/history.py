@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.models import JobRecord, JobState
+from gateway.models import JobRecord, JobState, display_number
 
 NAMESPACED_TYPES = frozenset({"output", "temp"})
 SENSITIVE_EXTRA = ("auth_token_comfy_org", "api_key_comfy_org")
@@ -62,7 +62,7 @@ def gateway_entry(worker_entry: Mapping[str, Any], job: JobRecord, worker: str) 
     (where a job ran and how often is at /gateway/jobs/{id})."""
     prompt = list(worker_entry.get("prompt") or [])
     if len(prompt) >= 5:
-        prompt[0] = _number(job.number)
+        prompt[0] = display_number(job.number)
         prompt[1] = job.job_id
         prompt[3] = public_extra_data(job.extra_json)
     outputs = worker_entry.get("outputs") or {}
@@ -106,7 +106,7 @@ def error_entry(job: JobRecord, now_ms: int, message: str, exception_type: str) 
     }
     extra = _sendable(json.dumps(public_extra_data(job.extra_json)))
     item = [
-        _number(job.number),
+        display_number(job.number),
         job.job_id,
         _sendable(job.prompt_json),
         extra,
@@ -162,7 +162,7 @@ class Heard:
     def entry(self, job: JobRecord) -> dict[str, Any]:
         success = self.messages[-1][0] == "execution_success" if self.messages else False
         item = [
-            _number(job.number),
+            display_number(job.number),
             job.job_id,
             _sendable(job.prompt_json),
             public_extra_data(job.extra_json),
@@ -209,7 +209,3 @@ def entry_state(entry: Mapping[str, Any]) -> JobState:
     if messages and messages[-1] and messages[-1][0] == "execution_interrupted":
         return JobState.INTERRUPTED
     return JobState.ERROR
-
-
-def _number(number: float) -> int | float:
-    return number if number % 1 else int(number)
