@@ -37,7 +37,7 @@ from gateway.auth import TokenGuard
 from gateway.browsers import Browsers
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
-from gateway.farm import Farm, RestartWorker
+from gateway.farm import Farm
 from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
@@ -78,7 +78,6 @@ def create_app(
     *,
     input_dir: Path | None = None,
     worker_root: Path | None = None,
-    restart: RestartWorker | None = None,
     node: str | None = None,
     supervisor: Supervisor | None = None,
     telemetry: Telemetry | None = None,
@@ -98,7 +97,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        workers = _Workers(handles, restart, supervisor, telemetry)
+        workers = _Workers(handles, supervisor, telemetry)
         async with _resources(settings, workers, policy, input_dir, node_name) as context:
             context.redis_health = redis_health
             context.file_roots = FileRoots(input_dir, worker_root)
@@ -134,7 +133,6 @@ def create_app(
 @dataclass(frozen=True)
 class _Workers:
     handles: Sequence[WorkerHandle]
-    restart: RestartWorker | None
     supervisor: Supervisor | None
     telemetry: Telemetry | None
 
@@ -178,7 +176,6 @@ async def _resources(
         lease_s=settings.lease_s,
         stall_timeout_s=settings.stall_timeout_s,
         capacity=1 + settings.prefetch,
-        restart=workers.restart,
         supervisor=workers.supervisor,
         telemetry=telemetry,
         interrupt_grace_s=settings.interrupt_grace_s,
@@ -203,7 +200,7 @@ async def _resources(
             the_farm.dispatcher.wake()
 
     async def admit() -> None:
-        if the_farm.draining and not await the_farm.supervision.other_node_serving():
+        if the_farm.draining and not await the_farm.registry.other_node_serving():
             raise Unavailable(
                 "this gateway is shutting down and no other gateway node serves the farm; "
                 "retry shortly",

@@ -27,7 +27,7 @@ async def snapshot(farm: Farm, store: JobStore) -> dict[str, Any]:
     return {
         "now_ms": now_ms,
         "node": farm.node,
-        "workers": await farm.registry(),
+        "workers": await farm.registry.records(),
         "queue": await queue_by_model(store),
         "recent": await recent_jobs(farm, store),
         "finishes": finishes(farm.metrics.recent, now_ms),

@@ -1,4 +1,4 @@
-"""Leases, lost workers and restarts: every held job ends up finished or back in the queue.
+"""Leases and lost workers: every held job ends up finished or back in the queue.
 
 A job is put back in the queue only once its worker is known not to hold it: the worker's
 `/history` has no entry and its `/queue` does not list it, or it refuses connections (its
@@ -9,7 +9,6 @@ say is asked again at the next sweep.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -27,7 +26,6 @@ from workers.client import ComfyClient, WorkerError, WorkerUnreachable
 
 log = logging.getLogger(__name__)
 
-Restart = Callable[[WorkerLink], Coroutine[Any, Any, None]]
 StallHandler = Callable[[WorkerLink], Coroutine[Any, Any, None]]
 HEARD_POLL_S = 0.01
 CRASHED = "crashed its worker"
@@ -75,8 +73,7 @@ class Recovery:
         *,
         lease_s: float,
         stall_timeout_s: float,
-        restart: Restart | None = None,
-        on_stall: StallHandler | None = None,
+        on_stall: StallHandler,
         quarantine_after: int = 2,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -85,8 +82,9 @@ class Recovery:
         self.outcomes = outcomes
         self.lease_s = lease_s
         self.stall_timeout_s = stall_timeout_s
-        self.restart = restart
         self.on_stall = on_stall
+        """Called for a worker whose prompt made no progress for `stall_timeout_s` (the
+        watchdog: it probes the worker before it acts)."""
         self.quarantine_after = quarantine_after
         """Crashes of its worker after which a job is quarantined as poison."""
         self.clock = clock
@@ -94,7 +92,6 @@ class Recovery:
         """By worker: the job blamed for its last exit, until supervision takes it."""
         self.quarantined: set[str] = set()
         """Jobs quarantined here whose exits supervision has not excused yet."""
-        self._restarts: set[asyncio.Task[None]] = set()
         self.guard: Guard | None = None
         """Asked before each round: none while Redis is down, a restart repaired first."""
 
@@ -125,15 +122,12 @@ class Recovery:
             elif link.handle.managed and not link.handle.alive():
                 await self.worker_lost(link)
             elif link.stalled(now_s, self.stall_timeout_s):
-                await self._stalled(link)
+                await self.on_stall(link)
         for link in self.links:
             for job_id in link.deaf():
                 await self.recover(job_id, failed=False)
         for job_id in await self.store.expired():
             await self.recover(job_id, failed=True)
-
-    async def stop(self) -> None:
-        await tasks.stop(self._restarts)
 
     # -- whole workers -----------------------------------------------------------------------
 
@@ -147,10 +141,6 @@ class Recovery:
         )
         link.state = WorkerState.LOST
         await self.worker_exited(link, failure=True)
-        if self.restart is not None and not self._restarts:
-            task = asyncio.create_task(self.restart(link))
-            self._restarts.add(task)
-            task.add_done_callback(self._restarts.discard)
 
     async def worker_exited(self, link: WorkerLink, *, failure: bool) -> None:
         """Its process is gone with everything it held: each job is recorded as finished or
@@ -183,28 +173,6 @@ class Recovery:
         running = [r for r in held if r.state is JobState.RUNNING]
         candidates = running or held
         return min(candidates, key=lambda r: r.score).job_id if candidates else None
-
-    async def _stalled(self, link: WorkerLink) -> None:
-        """A prompt made no progress for too long: end that process, or abandon the prompt."""
-        if self.on_stall is not None:
-            await self.on_stall(link)  # the watchdog probes before it acts
-            return
-        log.warning(
-            "worker %s stalled on %s for %.0fs",
-            link.name,
-            link.running,
-            self.clock() - link.last_progress_s,
-        )
-        if link.handle.process is not None:
-            await asyncio.to_thread(link.handle.process.kill)
-            await self.worker_lost(link)
-            return
-        for job_id, held in link.held.items():
-            held.abandoned = True
-            with contextlib.suppress(WorkerError):
-                await link.client.interrupt(job_id)
-                await link.client.delete([job_id])
-        link.last_progress_s = self.clock()
 
     async def reconcile(self, link: WorkerLink) -> None:
         """On (re)connect: adopt what the worker still runs, record what it finished, requeue

@@ -216,7 +216,7 @@ async def run(settings: Settings) -> int:
 
 def _drainer(app: FastAPI, grace_s: float) -> Callable[[], Awaitable[None]]:
     async def drain() -> None:
-        await app.state.context.farm.drain(grace_s)
+        await app.state.context.farm.drain.node(grace_s)
 
     return drain
 

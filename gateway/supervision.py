@@ -7,34 +7,25 @@ counts a failed attempt, and the exit is blamed on it with the supervisor; at th
 `quarantine_after`-th crash it is quarantined, and the supervisor told to excuse every exit
 it caused (before it decides on this one), so poison prompts never make workers flap.
 A ready worker seeds the scheduler's load estimates with its warm-up timings and its speeds with
-the warm-up's speed probes, and wakes the dispatcher. Draining (an operator's, or the whole
-node's on shutdown) lives here too.
+the warm-up's speed probes, and wakes the dispatcher.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from gateway.jobs import JobStore
 from gateway.learning import family_of
 from gateway.links import Links, WorkerLink, WorkerState
 from gateway.outcomes import Outcomes
 from gateway.recovery import Recovery
 from gateway.scheduler import speed as learned
-from workers.client import WorkerError
 from workers.lifecycle import LifecycleKind, Phase, WorkerEvent
 from workers.supervisor import Supervisor
 from workers.warmup import WarmupResult
 
 log = logging.getLogger(__name__)
-
-STALE_REGISTRY_MS = 10_000
-"""A worker record older than this is not taken as another node serving."""
 
 
 def probed(
@@ -60,23 +51,16 @@ def probed(
 class Supervision:
     def __init__(
         self,
-        store: JobStore,
         links: Links,
         recovery: Recovery,
         outcomes: Outcomes,
         publish: Callable[[], Awaitable[None]],
-        *,
-        node: str,
-        clock: Callable[[], float] = time.monotonic,
     ):
-        self.store = store
         self.links = links
         self.recovery = recovery
         self.outcomes = outcomes
         self.publish = publish
-        self.node = node
-        self.clock = clock
-        self.draining = False
+        """Publishes this node's worker records (`gateway.registry`) after each event."""
         self.supervisor: Supervisor | None = None
 
     # -- lifecycle events ----------------------------------------------------------------------
@@ -142,66 +126,3 @@ class Supervision:
                 await self.recovery.recover(job_id, failed=failed)
             except Exception:
                 log.exception("job %s of %s not recovered; the lease sweep retries", job_id, link)
-
-    # -- draining ------------------------------------------------------------------------------
-
-    async def drain_worker(self, link: WorkerLink) -> None:
-        """Take no new jobs; jobs sent but not started go back to the queue at once. A worker
-        that does not answer (`gateway.liveness`) is not asked: its jobs go back when its
-        process is stopped."""
-        link.draining = True
-        log.info("worker %s draining (%d held)", link.name, len(link.held))
-        if not link.responsive:
-            return
-        for job_id in [job_id for job_id in link.held if job_id != link.running]:
-            with contextlib.suppress(WorkerError):
-                await link.client.delete([job_id])
-            await self.recovery.recover(job_id, failed=False)
-        self.outcomes.wake()
-
-    def resume_worker(self, link: WorkerLink) -> None:
-        link.draining = False
-        self.outcomes.wake()
-
-    async def drain_node(self, grace_s: float) -> None:
-        """Stop intake and dispatch on this node; wait up to `grace_s` for running jobs.
-        Returns within `grace_s` (plus a poll): workers are drained in parallel, and a drain
-        still waiting on a worker at the deadline is cancelled (what it held is released when
-        the workers stop)."""
-        self.draining = True
-        deadline_s = self.clock() + grace_s
-        await self._drain_all(grace_s)
-        while self.clock() < deadline_s:
-            if not any(link.held for link in self.links):
-                break
-            await asyncio.sleep(0.05)
-        left = sum(len(link.held) for link in self.links)
-        log.info("drained: %d jobs still running after the grace", left)
-
-    async def _drain_all(self, timeout_s: float) -> None:
-        drains = [asyncio.create_task(self.drain_worker(link)) for link in self.links]
-        if not drains:
-            return
-        _, late = await asyncio.wait(drains, timeout=timeout_s)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*drains, return_exceptions=True)
-        for link, task in zip(self.links, drains, strict=True):
-            if task in late:
-                log.warning("worker %s: drain cut short after %.1fs", link.name, timeout_s)
-            elif task.exception() is not None:
-                log.error("worker %s: drain failed", link.name, exc_info=task.exception())
-
-    async def other_node_serving(self) -> bool:
-        """Whether another gateway node has a ready worker (so new prompts can wait in Redis)."""
-        raw = await self.store.redis.hgetall(self.store.keys.workers)
-        now_ms = self.store.now_ms()
-        for value in raw.values():
-            record = json.loads(value)
-            if (
-                record.get("node") != self.node
-                and record.get("state") == "ready"
-                and now_ms - int(record.get("heartbeat_ms", 0)) < STALE_REGISTRY_MS
-            ):
-                return True
-        return False

@@ -69,10 +69,10 @@ async def post_queue(request: Request, ctx: Ctx) -> Response:
     data = await json_body(request)
     if isinstance(data, dict) and data.get("clear"):
         scope = await _clear_scope(ctx, request, data, "the queue")
-        await ctx.farm.clear_pending(scope)
+        await ctx.farm.operations.clear_pending(scope)
         await _on_every_node(request, ctx, "/queue", _scoped_clear(scope))
     for job_id in parse_id_list(data, "delete"):
-        await ctx.farm.delete(job_id)
+        await ctx.farm.operations.delete(job_id)
         await _on_owner(request, ctx, job_id, "/queue", {"delete": [job_id]})
     return Response(status_code=200)
 
@@ -133,11 +133,11 @@ async def post_interrupt(request: Request, ctx: Ctx) -> Response:
     data = data if isinstance(data, dict) else {}
     if data.get("prompt_id"):
         job_id = str(data["prompt_id"])
-        await ctx.farm.interrupt(job_id)
+        await ctx.farm.operations.interrupt(job_id)
         await _on_owner(request, ctx, job_id, "/interrupt", {"prompt_id": job_id})
         return Response(status_code=200)
     for client_id in await caller_client_ids(ctx, request, data):
-        await ctx.farm.interrupt_client(client_id)
+        await ctx.farm.operations.interrupt_client(client_id)
         await _on_every_node(request, ctx, "/interrupt", {"client_id": client_id})
     return Response(status_code=200)
 

@@ -23,7 +23,7 @@ router = APIRouter()
 @router.get("/gateway/workers")
 async def workers(ctx: Ctx) -> Response:
     """Every worker of the farm (all nodes), as its owner last reported it."""
-    return JSONResponse({"workers": await ctx.farm.registry()})
+    return JSONResponse({"workers": await ctx.farm.registry.records()})
 
 
 @router.get("/gateway/nodes")
@@ -56,11 +56,11 @@ async def worker(name: str, ctx: Ctx) -> Response:
     """One worker; for a worker of this node, fresh, with the last lines of its log."""
     link = ctx.farm.link(name)
     if link is None:
-        for record in await ctx.farm.registry():
+        for record in await ctx.farm.registry.records():
             if record["name"] == name:
                 return JSONResponse(record)
         raise NotFound(f"no worker {name}", kind="not_found")
-    body = ctx.farm.describe(link, ctx.store.now_ms())
+    body = ctx.farm.registry.describe(link, ctx.store.now_ms())
     supervisor = ctx.farm.supervisor
     body["log_tail"] = supervisor.log_tail(name) if supervisor is not None else []
     return JSONResponse(body)
@@ -121,7 +121,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
 async def drain_worker(name: str, request: Request, ctx: Ctx) -> Response:
     """Give it no new jobs; what it runs finishes, what waits on it goes back to the queue."""
     link = _link(ctx, request, name, "draining a worker")
-    await ctx.farm.supervision.drain_worker(link)
+    await ctx.farm.drain.worker(link)
     return JSONResponse({"worker": name, "draining": True, "held": len(link.held)})
 
 
@@ -129,7 +129,7 @@ async def drain_worker(name: str, request: Request, ctx: Ctx) -> Response:
 async def resume_worker(name: str, request: Request, ctx: Ctx) -> Response:
     """End a drain; start a worker that failed or stopped again, with a clean history."""
     link = _link(ctx, request, name, "resuming a worker")
-    ctx.farm.supervision.resume_worker(link)
+    ctx.farm.drain.resume(link)
     supervisor = ctx.farm.supervisor
     started = supervisor.resume(name) if supervisor and link.handle.managed else False
     return JSONResponse({"worker": name, "draining": False, "started": started})

@@ -207,5 +207,5 @@ async def _cancel(ctx: Context, job_id: str) -> bool:
     record = await ctx.store.get(job_id)
     if record is None or record.state not in CANCELLABLE:
         return False
-    await ctx.farm.interrupt(job_id)
+    await ctx.farm.operations.interrupt(job_id)
     return True

@@ -1,20 +1,15 @@
-"""A ready worker's warm-up seeds its load and speed estimates; a draining node keeps taking
-prompts only while another node has a ready worker."""
+"""A ready worker's warm-up seeds its load and speed estimates."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from types import MappingProxyType
-from typing import Any
 
 import pytest
 
-from gateway.jobs import JobStore
 from gateway.links import Links, WorkerLink
 from gateway.scheduler import speed as learned
-from gateway.supervision import STALE_REGISTRY_MS, Supervision, probed
-from tests.unit.gateway.conftest import FakeClock
+from gateway.supervision import Supervision, probed
 from workers.client import ComfyClient
 from workers.launch import WorkerHandle, WorkerSpec
 from workers.warmup import Phase, WarmupResult
@@ -27,34 +22,6 @@ SDXL_UNITS = 10.48576  # the probe: 10 steps of 1024x1024
 
 async def nothing() -> None:
     return None
-
-
-def supervision(store: JobStore) -> Supervision:
-    links = Links([])
-    return Supervision(store, links, None, None, nothing, node="me")  # type: ignore[arg-type]
-
-
-async def publish(store: JobStore, **records: dict[str, Any]) -> None:
-    mapping = {name: json.dumps(record) for name, record in records.items()}
-    await store.redis.hset(store.keys.workers, mapping=mapping)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("node", "state", "age_ms", "serving"),
-    [
-        ("other", "ready", 0, True),
-        ("other", "ready", STALE_REGISTRY_MS + 1, False),
-        ("other", "draining", 0, False),
-        ("other", "failed", 0, False),
-        ("me", "ready", 0, False),
-    ],
-)
-async def test_another_node_serves_only_with_a_fresh_ready_worker(
-    store: JobStore, clock: FakeClock, node: str, state: str, age_ms: int, serving: bool
-) -> None:
-    heartbeat_ms = store.now_ms() - age_ms
-    await publish(store, w=dict(node=node, state=state, heartbeat_ms=heartbeat_ms))
-    assert await supervision(store).other_node_serving() is serving
 
 
 def warmed(checkpoint: str, probe: tuple[float, float] | None) -> WarmupResult:
@@ -71,7 +38,7 @@ async def link() -> AsyncIterator[WorkerLink]:
 
 
 def seeding() -> Supervision:
-    return Supervision(None, Links([]), None, None, nothing, node="me")  # type: ignore[arg-type]
+    return Supervision(Links([]), None, None, nothing)  # type: ignore[arg-type]
 
 
 def test_a_probe_seeds_its_familys_speed_next_to_the_load(link: WorkerLink) -> None:
