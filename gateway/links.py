@@ -46,7 +46,8 @@ class Held:
     sid: str | None = None
     """The relay sid it was sent under; events come only while that connection lasts."""
     sent_at_s: float = field(default_factory=time.monotonic)
-    """When this node sent it (or adopted it): the watchdog's clock starts there."""
+    """When this node sent it (or adopted it), on this node's monotonic clock: the
+    watchdog's clock starts there."""
     clock: NodeClock | None = None
     """Its node times from `executing` transitions, once it started here."""
     progress: tuple[int, int] | None = None
@@ -82,6 +83,8 @@ class WorkerLink:
     last_checkpoint: str | None = None
     resident: tuple[str, ...] = ()
     idle_since_s: float | None = None
+    """When it last gave back its last job, on this node's monotonic clock (`release`'s);
+    the dispatcher puts it on the store's wall clock for a `Snapshot`."""
     object_info: dict[str, Any] | None = field(default=None, repr=False)
     draining: bool = False
     """Takes no new jobs (an operator's drain, or the gateway stopping); finishes its own."""

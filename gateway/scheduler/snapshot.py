@@ -72,6 +72,7 @@ class WorkerView:
     load_s: Mapping[str, float] = field(default_factory=dict)
     """Expected seconds to load a model key that is not resident, by key or family."""
     idle_since_s: float | None = None
+    """Idle since this instant on the snapshot's clock (`Snapshot.now_s`); None: it holds jobs."""
     cache_slots: int = 1
     """Checkpoints it keeps resident at once: 1 under ComfyUI's classic cache; under
     `--cache-lru N` as many as N node results hold (`gateway.learning.cache_slots`), as far as
@@ -96,6 +97,7 @@ class WorkerView:
 @dataclass(frozen=True)
 class Snapshot:
     now_s: float
+    """The store's wall clock (`time.time`); every instant in a snapshot is on it."""
     jobs: tuple[JobView, ...]
     """Waiting jobs, in queue order (priority, then arrival)."""
     workers: tuple[WorkerView, ...]
