@@ -93,6 +93,8 @@ class Dispatcher:
         self._kept: set[tuple[str, int]] = set()
         """(job, attempt) a holder did not give back when asked (it had started it): not
         asked again."""
+        self.rounds = 0
+        """Rounds run so far: what a test waits on to know the dispatcher has looked again."""
         self.estimates = FarmEstimates(links)
         """What is believed of each worker's speeds and loads, estimates included."""
         self.guard: Guard | None = None
@@ -146,7 +148,9 @@ class Dispatcher:
     async def dispatch_once(self) -> int:
         """One round: returns how many jobs were claimed."""
         async with self._round:
-            return await self._dispatch_round()
+            claimed = await self._dispatch_round()
+            self.rounds += 1
+            return claimed
 
     async def _dispatch_round(self) -> int:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]

@@ -154,6 +154,8 @@ class Supervisor:
         self._sinks: list[EventSink] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.rounds = 0
+        """Reconcile rounds run so far: what a test waits on to know exits were looked at."""
         self._lease = Lease(self.lease_path)
         self._stopped = False
 
@@ -206,6 +208,7 @@ class Supervisor:
                 await self.reconcile()
             except Exception:
                 log.exception("supervision round failed")
+            self.rounds += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.interval_s)
             self._wake.clear()

@@ -20,6 +20,7 @@ import httpx
 import uvicorn
 
 from gateway.app import create_app
+from gateway.dispatcher import Dispatcher
 from gateway.serve import make_supervisor
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from tests.integration.conftest import CHECKPOINTS
@@ -72,6 +73,8 @@ class Farm:
     url: str
     supervisor: Supervisor
     http: httpx.AsyncClient
+    dispatcher: Dispatcher | None = None
+    """The in-process gateway's dispatcher (`supervised_gateway`), whose rounds tests wait on."""
 
     async def worker(self, name: str) -> dict[str, Any]:
         answer = await self.http.get(f"/gateway/workers/{name}")
@@ -122,7 +125,7 @@ async def supervised_gateway(settings: Settings) -> AsyncIterator[Farm]:
             _served(app) as url,
             httpx.AsyncClient(base_url=url, timeout=10, headers=AUTH) as http,
         ):
-            yield Farm(url, supervisor, http)
+            yield Farm(url, supervisor, http, app.state.context.farm.dispatcher)
     finally:
         await supervisor.stop_all()
 

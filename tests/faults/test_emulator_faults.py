@@ -68,6 +68,17 @@ async def history_of(http: httpx.AsyncClient, prompt_id: str) -> dict[str, Any]:
     return entry
 
 
+async def until_history(
+    http: httpx.AsyncClient, prompt_id: str, timeout_s: float = 10.0
+) -> dict[str, Any]:
+    """Poll the prompt's history until it has an entry (fails after `timeout_s`)."""
+    deadline_s = time.monotonic() + timeout_s
+    while not (entry := await history_of(http, prompt_id)):
+        assert time.monotonic() < deadline_s, f"no history entry for {prompt_id}"
+        await asyncio.sleep(0.01)
+    return entry
+
+
 def wait_exit(running: Running, timeout_s: float = 10.0) -> int:
     deadline = time.monotonic() + timeout_s
     while running.child.running:
@@ -139,9 +150,7 @@ async def test_a_stalled_websocket_holds_frames_while_history_is_written(
         await recv_json(ws)
         prompt_id = await submit(http, txt2img(seed=102), "s")
         started = time.monotonic()
-        entry: dict[str, Any] = {}
-        while not entry:
-            entry = await history_of(http, prompt_id)
+        entry = await until_history(http, prompt_id)
         written = time.monotonic() - started
         frames = await timed_frames(ws, prompt_id)
     assert written < 1.0
@@ -156,10 +165,7 @@ async def test_a_stalled_websocket_holds_frames_while_history_is_written(
 async def run_seconds(http: httpx.AsyncClient, prompt: dict[str, Any]) -> float:
     """Server-side duration of a run: execution_start to its last message."""
     prompt_id = await submit(http, prompt, "nobody")
-    entry: dict[str, Any] = {}
-    while not entry:
-        await asyncio.sleep(0.01)
-        entry = await history_of(http, prompt_id)
+    entry = await until_history(http, prompt_id)
     messages = entry[prompt_id]["status"]["messages"]
     return float(messages[-1][1]["timestamp"] - messages[0][1]["timestamp"]) / 1000
 

@@ -28,6 +28,7 @@ from tests.faults.farms import (
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, start_emulators, stop_emulators, txt2img
+from tests.waiting import rounds_pass
 from workers.launch import FarmLayout
 
 NO_AUTH = {"Authorization": ""}
@@ -107,7 +108,8 @@ async def test_a_worker_that_exits_at_start_is_failed_with_its_log_and_the_farm_
         assert "broken at start" in record["reason"]
         assert record["restarts"] == 1  # tried twice (max_start_failures), then gave up
         assert any("--no-such-flag" in line for line in record["log_tail"])
-        await asyncio.sleep(0.3)
+        # Ten rounds of 0.05 s outlast the longest backoff (0.2 s) a restart would wait out.
+        await rounds_pass(lambda: farm.supervisor.rounds, count=10)
         assert (await farm.worker("broken"))["restarts"] == 1, "restarted after giving up"
         async with _client(farm) as client:
             assert await _serves(farm, client, seed=3) == "good"
@@ -220,7 +222,8 @@ async def test_an_operator_restarts_drains_and_resumes_a_worker(
         drained = await farm.http.post("/gateway/workers/a/drain", headers=AUTH)
         assert drained.json()["draining"] is True
         waiting = await client.queue_prompt(txt2img(CHECKPOINTS[0], "wait", seed=8))
-        await asyncio.sleep(0.5)
+        assert farm.dispatcher is not None
+        await rounds_pass(lambda: farm.dispatcher.rounds if farm.dispatcher else 0)
         assert (await farm.job(waiting))["state"] == "pending"
         assert (await farm.http.get("/readyz")).status_code == 503
         await farm.http.post("/gateway/workers/a/resume", headers=AUTH)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from gateway.app import create_app
 from gateway.settings import Settings
@@ -97,6 +98,15 @@ async def running_gateway(
     settings: Settings, handles: list[WorkerHandle], input_dir: Path | None
 ) -> AsyncIterator[str]:
     """The gateway app served by uvicorn on a free port, inside this event loop."""
+    async with served_gateway(settings, handles, input_dir) as (url, _):
+        yield url
+
+
+@asynccontextmanager
+async def served_gateway(
+    settings: Settings, handles: list[WorkerHandle], input_dir: Path | None
+) -> AsyncIterator[tuple[str, FastAPI]]:
+    """`running_gateway`, with the app too (its `state.context` once started)."""
     app = create_app(settings, handles, input_dir=input_dir, node="test")
     port = free_port()
     config = uvicorn.Config(
@@ -112,7 +122,7 @@ async def running_gateway(
     task = asyncio.create_task(server.serve(), name="gateway")
     await _until_started(server, task)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         await _until_stopped(task)

@@ -22,11 +22,13 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
+    served_gateway,
     start_emulators,
     stop_emulators,
     txt2img,
 )
 from tests.integration.prometheus import samples_of, value
+from tests.waiting import rounds_pass
 from workers.launch import FarmLayout, WorkerHandle
 
 
@@ -425,13 +427,14 @@ async def test_early_binders_send_every_job_on_arrival_late_binders_hold_back(
     # all of them at once; a late binder keeps all but 1 + prefetch per worker in the gateway.
     settings = gateway_settings(redis_url, tmp_path, policy=policy, prefetch=1)
     two = as_external(emulators[:2])
-    async with running_gateway(settings, two, farm_layout.input_dir) as url:
+    async with served_gateway(settings, two, farm_layout.input_dir) as (url, app):
         client = ComfyStyleClient(url)
         await client.open()
         slow = [txt2img(CHECKPOINTS[0], "eb", seed=j, steps=10000, size=1024) for j in range(8)]
         ids = [await client.queue_prompt(p) for p in slow]
         await client.job_in(ids[0], ("running",))
-        await asyncio.sleep(0.5)
+        dispatcher = app.state.context.farm.dispatcher
+        await rounds_pass(lambda: dispatcher.rounds)  # what it would send, it has claimed
         jobs = [await client.job(p) for p in ids]
         held = ("assigned", "running")
         sent = Counter(job["worker"] for job in jobs if job["state"] in held)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.unit.emulator.conftest import history_entry
 from tests.unit.emulator.running import Running, running_emulator, txt2img, until_sampling
 
 pytestmark = pytest.mark.timeout(60)
@@ -120,9 +121,7 @@ async def test_a_second_socket_with_the_same_id_is_lost_when_the_first_closes(
         await asyncio.sleep(0.2)
         body = {"prompt": txt2img(prefix="dup", seed=12), "client_id": "dup"}
         prompt_id = (await http.post("/prompt", json=body)).json()["prompt_id"]
-        entry: dict[str, Any] = {}
-        while not entry:
-            entry = (await http.get(f"/history/{prompt_id}")).json()
+        await history_entry(http, prompt_id)
         assert await silent(second)  # the 0.3.64 bug: unregistered by the old socket's cleanup
 
 
