@@ -18,6 +18,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import workers
 from workers.client import ComfyClient
 from workers.comfyargs import FlagError, LaunchPlan, plan_launch
 from workers.launch import (
@@ -61,7 +62,7 @@ ADOPT_TIMEOUT_S = 10.0
 """How long an adopted worker has to answer before it is replaced by a fresh one."""
 
 
-SHIPPED_PROFILES = Path(__file__).parent / "emulator" / "profiles"
+SHIPPED_PROFILES = Path(workers.__file__).parent / "emulator" / "profiles"
 """The card profiles shipped with the emulator (JSON; see the README beside them)."""
 
 
