@@ -47,6 +47,7 @@ from gateway.redis_server import EmbeddedRedis
 from gateway.scheduler.snapshot import Why
 from gateway.validation import FarmCatalog
 from workers.comfy.catalog import Catalog
+from workers.comfy.folders import with_file_lists
 from workers.emulator.catalog import recorded
 
 CHECKPOINT = "v1-5-pruned-emaonly.safetensors"
@@ -75,7 +76,7 @@ def worker_names(count: int) -> list[str]:
 def catalog(workers: int) -> FarmCatalog:
     """A farm of `workers` identical workers offering the checkpoint of the graph."""
     info = Catalog.from_object_info(recorded("object_info.json"))
-    listed = info.with_file_lists({"checkpoints": (CHECKPOINT,)}).object_info
+    listed = with_file_lists(info, {"checkpoints": (CHECKPOINT,)}).object_info
     farm = FarmCatalog(None)
     farm.update(dict.fromkeys(worker_names(workers), listed))
     return farm

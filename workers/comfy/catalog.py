@@ -175,18 +175,6 @@ class Catalog:
             info[class_type] = entry
         return Catalog(object_info=info, source=self.source, parts=self.parts)
 
-    def with_file_lists(self, folders: Mapping[str, Sequence[str]]) -> Catalog:
-        """A copy where core file combos list an instance's own files.
-
-        `folders` maps a ComfyUI folder name ("checkpoints", "loras", "vae", "controlnet",
-        "upscale_models", "diffusion_models", "text_encoders", "clip_vision", "input", ...) to
-        the names that folder holds; see `workers.comfy.folders` for which inputs each feeds
-        and how a listing is filtered (e.g. LoadImage lists only image files).
-        """
-        from workers.comfy.folders import combo_replacements
-
-        return self.with_combo_options(combo_replacements(self, folders))
-
     def sources_for_class(self, class_type: str) -> frozenset[str]:
         """Sources that offer the class (empty when unknown or unnamed)."""
         if self.parts:

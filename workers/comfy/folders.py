@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import mimetypes
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from workers.comfy.catalog import Catalog
+from workers.comfy.catalog import Catalog
 
 InputRef = tuple[str, str]
 
@@ -77,6 +76,17 @@ _TAESD_PAIRS: tuple[tuple[str, str, str], ...] = (
     ("taesd3", "taesd3_decoder.", "taesd3_encoder."),
     ("taef1", "taef1_decoder.", "taef1_encoder."),
 )
+
+
+def with_file_lists(catalog: Catalog, folders: Mapping[str, Sequence[str]]) -> Catalog:
+    """A copy of `catalog` where core file combos list an instance's own files.
+
+    `folders` maps a ComfyUI folder name ("checkpoints", "loras", "vae", "controlnet",
+    "upscale_models", "diffusion_models", "text_encoders", "clip_vision", "input", ...) to
+    the names that folder holds; `combo_replacements` says which inputs each feeds and how a
+    listing is filtered (e.g. LoadImage lists only image files).
+    """
+    return catalog.with_combo_options(combo_replacements(catalog, folders))
 
 
 def combo_replacements(

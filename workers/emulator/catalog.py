@@ -15,6 +15,7 @@ from typing import Any
 
 from workers.comfy.catalog import Catalog
 from workers.comfy.checks import CustomCheck, file_checks
+from workers.comfy.folders import with_file_lists
 from workers.comfy.modelfolders import MODEL_FOLDERS
 from workers.emulator.files import Dirs
 
@@ -39,7 +40,7 @@ class NodeCatalog:
             folder: tuple(sorted(set(names))) for folder, names in models.items()
         }
         self._dirs = dirs
-        self.validation = self._base.with_file_lists(self._models)
+        self.validation = with_file_lists(self._base, self._models)
         self._served: tuple[tuple[str, ...], bytes] | None = None
 
     @classmethod
@@ -62,7 +63,7 @@ class NodeCatalog:
     def current(self) -> Catalog:
         """The catalogue as `GET /object_info` shows it now."""
         folders = {**self._models, "input": self._dirs.input_files()}
-        return self._base.with_file_lists(folders)
+        return with_file_lists(self._base, folders)
 
     def object_info_json(self) -> bytes:
         """The serialized `GET /object_info` body, rebuilt when the input directory changed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workers.comfy.catalog import Catalog
-from workers.comfy.folders import content_type, vae_options
+from workers.comfy.folders import content_type, vae_options, with_file_lists
 
 RECORDED_CKPTS = ["A.safetensors", "B.safetensors", "C.safetensors", "rand_sd15.safetensors"]
 
@@ -88,14 +88,15 @@ def test_with_combo_options_replaces_only_combos(catalog: Catalog) -> None:
 
 
 def test_with_file_lists_fills_every_loader_of_a_folder(catalog: Catalog) -> None:
-    local = catalog.with_file_lists(
+    local = with_file_lists(
+        catalog,
         {
             "checkpoints": ["z.safetensors", "sd/x.ckpt"],
             "loras": ["style.safetensors"],
             "input": ["cat.png", "notes.txt", "clip.mp4", "b.jpg", "saved.latent"],
             "vae": ["ae.safetensors"],
             "vae_approx": ["taesd_decoder.pth", "taesd_encoder.pth", "taesdxl_decoder.pth"],
-        }
+        },
     )
     for class_type in ("CheckpointLoaderSimple", "CheckpointLoader", "unCLIPCheckpointLoader"):
         assert local.combo_options(class_type, "ckpt_name") == ("sd/x.ckpt", "z.safetensors")

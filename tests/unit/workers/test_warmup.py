@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from workers.comfy.catalog import Catalog
+from workers.comfy.folders import with_file_lists
 from workers.comfy.validate import validate_prompt
 from workers.comfy.workflow import work_units
 from workers.warmup import (
@@ -31,7 +32,7 @@ FAMILIES = [None, "sd15", "sdxl", "flux", "a-family-nobody-knows"]
 @pytest.fixture(scope="module")
 def catalog() -> Catalog:
     """The recorded ComfyUI 0.3.64 catalogue, with our checkpoint in the loader's list."""
-    return Catalog.from_json_file(OBJECT_INFO).with_file_lists({"checkpoints": [CHECKPOINT]})
+    return with_file_lists(Catalog.from_json_file(OBJECT_INFO), {"checkpoints": [CHECKPOINT]})
 
 
 def by_class(prompt: dict[str, Any]) -> dict[str, dict[str, Any]]:
