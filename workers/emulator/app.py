@@ -11,7 +11,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -29,6 +28,7 @@ from workers.emulator.promptqueue import PromptQueue
 from workers.emulator.residency import Residency
 from workers.emulator.routes import all_routes
 from workers.emulator.routes.webroot import unmatched
+from workers.emulator.state import Emulator
 from workers.emulator.users import UserDir
 from workers.emulator.work import WorkOptions
 from workers.emulator.ws import SocketHub
@@ -36,22 +36,6 @@ from workers.emulator.ws import SocketHub
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-@dataclass
-class Emulator:
-    """Everything one emulated instance holds; routes reach it as `app.state.emulator`."""
-
-    config: EmulatorConfig
-    dirs: Dirs
-    catalog: NodeCatalog
-    queue: PromptQueue
-    hub: SocketHub
-    engine: Engine
-    faults: Faults
-    started_at: float
-    logs: LogRing
-    users: UserDir
 
 
 def build_emulator(

@@ -12,9 +12,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from workers.emulator.app import Emulator, create_app
+from workers.emulator.app import create_app
 from workers.emulator.config import EmulatorConfig
 from workers.emulator.profiles import Profile, load_profile
+from workers.emulator.state import Emulator
 
 CHECKPOINTS = ("A.safetensors", "B.safetensors", "sd_xl_base_1.0.safetensors")
 Factory = Callable[..., Awaitable[tuple[httpx.AsyncClient, Emulator]]]

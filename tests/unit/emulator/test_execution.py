@@ -20,9 +20,9 @@ from tests.unit.emulator.conftest import Factory, no_warmup_profile, run_to_hist
 from tests.unit.emulator.running import transcript_prompt, txt2img
 from workers.comfy.flags import LaunchFlags
 from workers.emulator import events
-from workers.emulator.app import Emulator
 from workers.emulator.costmodel import LoadTier
 from workers.emulator.profiles import load_profile
+from workers.emulator.state import Emulator
 
 pytestmark = pytest.mark.timeout(30)
 

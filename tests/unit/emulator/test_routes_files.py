@@ -14,7 +14,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from tests.unit.emulator.conftest import run_to_history
-from workers.emulator.app import Emulator
+from workers.emulator.state import Emulator
 
 pytestmark = pytest.mark.timeout(30)
 

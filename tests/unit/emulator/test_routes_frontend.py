@@ -12,8 +12,8 @@ import pytest
 
 from tests.unit.emulator.conftest import Factory
 from workers.comfy.modelfolders import FOLDERS
-from workers.emulator.app import Emulator
 from workers.emulator.logring import LogRing
+from workers.emulator.state import Emulator
 from workers.emulator.users import UserDir
 
 pytestmark = pytest.mark.timeout(30)

@@ -12,7 +12,7 @@ import pytest
 from tests.unit.emulator.conftest import CHECKPOINTS, Factory, run_to_history, wait_for
 from tests.unit.emulator.running import txt2img
 from workers.comfy.flags import LaunchFlags
-from workers.emulator.app import Emulator
+from workers.emulator.state import Emulator
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.unit.emulator.conftest import Factory, no_warmup_profile, run_to_history, wait_for
 from tests.unit.emulator.running import transcript, txt2img
-from workers.emulator.app import Emulator
+from workers.emulator.state import Emulator
 
 pytestmark = pytest.mark.timeout(30)
 

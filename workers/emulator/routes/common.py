@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-if TYPE_CHECKING:
-    from workers.emulator.app import Emulator
+from workers.emulator.state import Emulator
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 RouteTable = list[tuple[str, str, Endpoint]]

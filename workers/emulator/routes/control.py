@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,9 +18,7 @@ from starlette.responses import Response
 from workers.emulator.faults import FaultError
 from workers.emulator.responses import json_response
 from workers.emulator.routes.common import RouteTable, emulator_of, read_json
-
-if TYPE_CHECKING:
-    from workers.emulator.app import Emulator
+from workers.emulator.state import Emulator
 
 
 async def get_faults(request: Request) -> Response:
