@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from workers.comfy.catalog import Catalog
 from workers.comfy.graph import node_signatures
@@ -30,17 +30,10 @@ from workers.emulator.profiles import cost_family
 from workers.emulator.promptqueue import PromptQueue, QueueItem
 from workers.emulator.promptrun import PromptRun
 from workers.emulator.residency import Residency
+from workers.emulator.runhost import Emitter
 from workers.emulator.work import FILE_IMAGE_LOADERS, Instance, NodeWork, WorkContext, WorkOptions
 
 log = logging.getLogger(__name__)
-
-
-class Emitter(Protocol):
-    """Where events go (the socket hub)."""
-
-    def emit(self, event: events.Event) -> None: ...
-
-    def stall_for(self, seconds: float) -> None: ...
 
 
 @dataclass
@@ -168,6 +161,10 @@ class Engine:
             self.outputs.clear()
             self.ui.clear()
             self.residency.forget_all()
+
+    def entered(self, node_id: str) -> None:
+        """The running prompt starts executing `node_id`."""
+        self.last_node_id = node_id
 
     def interrupt(self) -> None:
         """Set the interrupt flag (cleared when the next prompt starts)."""

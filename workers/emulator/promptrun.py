@@ -13,7 +13,7 @@ import copy
 import logging
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workers.comfy.graph import execution_order, is_link
 from workers.comfy.messages import EventKind
@@ -24,10 +24,8 @@ from workers.emulator.nodeoutputs import MODEL_FILE_INPUTS, format_input
 from workers.emulator.profiles import DEFAULT_FAMILY, cost_family
 from workers.emulator.progress import ProgressRegistry
 from workers.emulator.promptqueue import QueueItem
+from workers.emulator.runhost import RunHost
 from workers.emulator.work import NodeFailure, NodeWork, WorkContext
-
-if TYPE_CHECKING:
-    from workers.emulator.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +73,7 @@ class RunOutcome:
 class PromptRun:
     """Runs one queue item on an engine."""
 
-    def __init__(self, engine: Engine, item: QueueItem, faults: PromptFaults) -> None:
+    def __init__(self, engine: RunHost, item: QueueItem, faults: PromptFaults) -> None:
         self.engine = engine
         _, self.prompt_id, self.prompt, self.extra_data, self.outputs = item
         self.faults = faults
@@ -164,7 +162,7 @@ class PromptRun:
         self.progress.start(node_id)
         self._progress_state()
         if self.client_id is not None:
-            self.engine.last_node_id = node_id
+            self.engine.entered(node_id)
             self.emit(events.executing(node_id, self.prompt_id, self.client_id))
         if self.engine.interrupted:
             raise Interrupted(node_id)
