@@ -11,7 +11,6 @@ from workers.comfy import Catalog, Validation, validate_prompt
 from workers.comfy.checks import file_checks
 from workers.comfy.workflow import capable_sources, checkpoint, model_keys, work_units
 
-ANNOTATIONS = (" [output]", " [temp]", " [input]")
 SHARED_INPUTS = (("LoadImage", "image"), ("LoadImageMask", "image"))
 
 

@@ -166,10 +166,6 @@ class Telemetry:
         """The latest snapshot, without sampling."""
         return self._snapshot
 
-    def latest(self, index: int) -> GpuSample | None:
-        """The latest reading of GPU `index`, or None (never read, read failed, unavailable)."""
-        return self._snapshot.gpus.get(index)
-
     async def start(self) -> None:
         """Open NVML, take a first sample, then keep sampling in the background (no task when
         telemetry is unavailable). Calling it again does nothing."""

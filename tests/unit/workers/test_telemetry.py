@@ -172,8 +172,8 @@ def test_a_lost_gpu_is_reported_and_has_no_stale_reading() -> None:
 
     assert snapshot.errors == {1: "NVML: GPU is lost"}
     assert set(snapshot.gpus) == {0}
-    assert telemetry.latest(1) is None
-    assert telemetry.latest(0) is not None
+    assert telemetry.snapshot().gpus.get(1) is None
+    assert telemetry.snapshot().gpus.get(0) is not None
 
 
 def test_indices_limit_sampling_and_a_missing_index_is_an_error() -> None:
@@ -214,7 +214,7 @@ async def test_without_usable_nvml_telemetry_says_why_and_keeps_working(
         assert not telemetry.available
         assert telemetry.reason == reason
         assert telemetry.sample().gpus == {}
-        assert telemetry.latest(0) is None
+        assert telemetry.snapshot().gpus.get(0) is None
     assert nvml.shutdowns == shutdowns
 
 
@@ -275,7 +275,7 @@ async def test_the_background_task_keeps_the_latest_sample() -> None:
     assert telemetry.snapshot().sampled_at_s == 100.0  # sampled once before start returns
     nvml.gpus[0].used_mib = 50_000
     await wait_for_sample_after(telemetry, 101.0)
-    latest = telemetry.latest(0)
+    latest = telemetry.snapshot().gpus.get(0)
     await telemetry.stop()
 
     assert latest is not None and latest.memory_used_mib == 50_000
