@@ -18,8 +18,8 @@ from tests.unit.comfy.prompts import (
 )
 from tests.unit.emulator.conftest import Factory, run_to_history
 from tests.unit.emulator.test_execution import listen, run
-from workers.emulator.app import Emulator
 from workers.emulator.costmodel import LoadTier
+from workers.emulator.state import Emulator
 
 pytestmark = pytest.mark.timeout(30)
 
