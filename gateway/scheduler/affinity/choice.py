@@ -112,8 +112,11 @@ def option_for(
     gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
     evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
     if idle:
-        # Work conservation: an idle worker leaves a job only for the ski-rental wait.
-        serve = (useful and not slow) or waited_beside_s(lane, job, now_s) >= load
+        # Work conservation: an idle worker leaves a job only to a worker that finishes it
+        # sooner, and only for the ski-rental wait.
+        done_s = start_s + farm.run_s(lane, job)
+        sooner = useful and done_s <= sooner_elsewhere_s(lane, queue, farm)
+        serve = sooner or waited_beside_s(lane, job, now_s) >= hold_bound_s(lane, job, farm, load)
     elif warm:
         serve = useful
     else:
@@ -134,6 +137,29 @@ def option_for(
         advantage=farm.advantage(lane, job.family),
         priority=job.priority,
     )
+
+
+def sooner_elsewhere_s(lane: Lane, queue: Queue, farm: Farm) -> float:
+    """When the best worker other than `lane` that does not hold the queue's models would
+    finish its next job, loading them (inf when none may run it)."""
+    job = queue.first
+    best = math.inf
+    for other in farm.lanes.values():
+        if other.name == lane.name or not can_run(job, other.worker):
+            continue
+        if farm.is_warm(other, queue):
+            continue  # holders are counted by the fluid test
+        start_s = max(other.ready_s, farm.now_s) + load_s(job, other.worker, other.resident)
+        best = min(best, start_s + farm.run_s(other, job))
+    return best
+
+
+def hold_bound_s(lane: Lane, job: JobView, farm: Farm, load: float) -> float:
+    """The ski-rental bound: how long a job may wait beside the idle `lane` for a worker that
+    finishes it sooner. Buying (running it here) costs the load plus the extra run time of
+    this card over the fastest card for the family; waiting longer than that premium would
+    cost more than buying at once, so the wait is at most twice the best choice's delay."""
+    return load + max(farm.run_s(lane, job) - farm.fastest_run_s(job), 0.0)
 
 
 def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:

@@ -99,6 +99,13 @@ class Farm:
         top = self.fastest.get(family)
         return top[0][0] if top else DEFAULT_SPEED
 
+    def fastest_run_s(self, job: JobView) -> float:
+        """Warm seconds of `job` on the fastest worker for its family."""
+        top = self.fastest.get(job.family)
+        if not top:
+            return 0.0
+        return self.run_s(self.lanes[top[0][1]], job)
+
     def advantage(self, lane: Lane, family: str) -> float:
         """How many times faster the lane runs the family than the fastest other worker (1
         alone): each card favours the work it is relatively best at."""
