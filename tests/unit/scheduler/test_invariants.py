@@ -8,11 +8,11 @@ import random
 import pytest
 
 import gateway.scheduler  # noqa: F401  (registers the policies)
-from gateway.scheduler.cost import can_run, is_warm, load_s, resident_after_queue
+from gateway.scheduler.cost import can_run, completion_s, load_s, run_s
 from gateway.scheduler.estimates import with_estimates
 from gateway.scheduler.policy import make_policy
 from gateway.scheduler.queue import group_jobs, heads_in_order
-from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from tests.unit.scheduler.factories import job, snap, worker
 
 
@@ -23,6 +23,9 @@ def placed(snapshot: Snapshot) -> list[Assignment]:
 def busy(name: str, resident: tuple[str, ...], frees_in_s: float, **kw: object) -> WorkerView:
     return worker(name, resident, free=1, outstanding=1, outstanding_s=frees_in_s, **kw)
 
+
+SLOW_IDLE = worker("idle", (), speed=2.0)
+FAST_IDLE = worker("idle", ("m2",), speed=20.0)
 
 # Work conservation: (what, snapshot, whether the job is placed on the idle worker "idle").
 CONSERVATION = {
@@ -54,13 +57,28 @@ CONSERVATION = {
         snap(5.0, [job("a", "m1", 5.0)], [worker("idle", ("m1",)), busy("h", ("m1",), 0.1)]),
         True,
     ),
-    "a slow idle card takes a fresh cold job only after its load time": (
-        snap(
-            5.0,
-            [job("a", "m1", 4.0, family="sdxl")],
-            [worker("idle", (), speed=2.0), busy("h", ("m2",), 3.0, speed=20.0)],
-        ),
+    "a slow idle card leaves a cold job to a busy fast card that finishes it sooner": (
+        snap(5.0, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
         False,
+    ),
+    # Here (4 s load, 5 s run against 0.5 s on the fast card) the bound is 4 + 4.5 s.
+    "...past its load time alone, while its slowness premium lasts": (
+        snap(8.5, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
+        False,
+    ),
+    "...but no longer than its load plus that premium": (
+        snap(12.6, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
+        True,
+    ),
+    "a slow idle card that would finish first takes the job at once": (
+        snap(5.0, [job("a", "m1", 5.0)], [SLOW_IDLE, busy("h", ("m1",), 30.0, speed=20.0)]),
+        True,
+    ),
+    "a fast idle card that would finish first takes it from a slow warm holder at once": (
+        snap(
+            5.0, [job("a", "m1", 5.0, work=100.0)], [FAST_IDLE, busy("h", ("m1",), 1.0, speed=2.0)]
+        ),
+        True,
     ),
 }
 
@@ -100,23 +118,31 @@ def random_farm(rng: random.Random) -> Snapshot:
     return snap(20.0, jobs, workers)
 
 
+def hold_bound_s(waiting: JobView, idle: WorkerView, snapshot: Snapshot) -> float:
+    """The ski-rental bound: the idle worker's load plus how much longer it runs the job than
+    the fastest card for the job's family."""
+    fastest_s = min(run_s(waiting, w) for w in snapshot.workers)
+    return load_s(waiting, idle, idle.resident) + max(run_s(waiting, idle) - fastest_s, 0.0)
+
+
 def left_waiting_on_an_idle_worker(snapshot: Snapshot, out: list[Assignment]) -> list[str]:
     """Jobs that stay waiting beside an idle worker that got nothing, outside the exception:
-    no other worker holds their models, or they have waited that worker's load time."""
+    no other worker would finish them sooner, or they have waited the ski-rental bound."""
     taken = {a.job_id for a in out}
     given = {a.worker for a in out}
     idle = [w for w in snapshot.workers if w.outstanding == 0 and w.name not in given]
     bad = []
     for waiting in (j for j in snapshot.jobs if j.job_id not in taken):
         for w in (w for w in idle if w.free_slots > 0 and can_run(waiting, w)):
-            holders = [
+            here_s = completion_s(waiting, w)
+            sooner = [
                 o
                 for o in snapshot.workers
-                if o.name != w.name and is_warm(waiting, resident_after_queue(o))
+                if o.name != w.name and can_run(waiting, o) and completion_s(waiting, o) < here_s
             ]
-            load = load_s(waiting, w, w.resident)
+            bound_s = hold_bound_s(waiting, w, snapshot)
             beside_s = snapshot.now_s - max(waiting.enqueued_at_s, w.idle_since_s or 0.0)
-            if not holders or beside_s >= load:
+            if not sooner or beside_s >= bound_s:
                 bad.append(f"{waiting.job_id} beside {w.name}")
     return bad
 

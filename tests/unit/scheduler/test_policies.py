@@ -72,10 +72,23 @@ CASES = [
         {"a": "w2"},
     ),
     (
-        "affinity never leaves an idle warm worker idle, a faster one freeing soon or not",
+        "affinity leaves a job to a faster warm card that finishes it sooner (2 s against 8 s)",
         "affinity",
         snap(
             10.0,
+            [job("a", "m1", 9.0, work=40.0)],
+            [
+                worker("slow", ("m1",), speed=5.0),
+                worker("fast", ("m1",), free=0, speed=40.0, outstanding=1, outstanding_s=1.0),
+            ],
+        ),
+        {},
+    ),
+    (
+        "...for at most the slow card's extra run time (8 s - 1 s), then runs it there",
+        "affinity",
+        snap(
+            16.5,
             [job("a", "m1", 9.0, work=40.0)],
             [
                 worker("slow", ("m1",), speed=5.0),
