@@ -6,10 +6,11 @@ For a worker (a lane) and a queue of interchangeable jobs:
   workers holding the queue's models finish the whole queue together (`fluid.finish_s`): the
   water-filling test, so a second copy of a model is loaded exactly when its queue outgrows
   what its warm copies can serve, and a clearly faster card is left its work.
-- An idle worker that is not useful to a queue (or a card much slower for it) leaves it to the
-  others only while the queue's oldest job has waited beside it, idle, less than the worker's
-  own load of it: the ski-rental bound. So no job waits beside an idle worker for longer than
-  that worker would take to load its models.
+- An idle worker leaves a queue to the others only when it is not useful to it or another
+  worker would finish its next job sooner, and only while that job has waited beside it less
+  than the ski-rental bound: its load plus its extra run time over the fastest card. (Cells
+  that need it: batch100 and burst16 on mixed16, where a slow card that loaded an SDXL job
+  after waiting its load time alone finished it 9 s after the fast holders were done.)
 - Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
   first in queue order. Loads are ranked by priority, then response ratio with the load in
   it: (waited + cost) / cost over the share of the queue it would serve, cost = load + reloads

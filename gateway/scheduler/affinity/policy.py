@@ -7,9 +7,9 @@ workers free as soon, to the one where it finishes first and, on a tie, whose lo
 holds costs least. What is guaranteed (each a test in tests/unit/scheduler/test_invariants.py):
 
 1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
-   it is idle, unless a busy worker holding its models finishes it sooner than the idle one
-   could load and run it, and then only until it has waited beside the idle worker as long as
-   that load (the ski-rental bound).
+   it is idle, unless another worker finishes it sooner than the idle one could load and run
+   it, and then only until it has waited beside the idle worker as long as that load plus the
+   idle card's extra run time over the fastest card (`choice.hold_bound_s`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
 3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.

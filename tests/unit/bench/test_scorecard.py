@@ -144,3 +144,59 @@ def test_a_batch_cell_carries_its_lower_bound_and_other_cells_none() -> None:
     judged = {j.cell: j for j in judge_all(rows, [batch, LOAD_CELL], "quick")}
     assert judged[batch].bound_s == 25.0
     assert math.isnan(judged[LOAD_CELL].bound_s)
+
+
+def with_policy(rows: list[Row], policy: str, values: dict[str, float]) -> list[Row]:
+    return [{**row, **values} if row["policy"] == policy else row for row in rows]
+
+
+@pytest.mark.parametrize(
+    ("thrifty", "ours_loads", "missed"),
+    [
+        # affinity_only never loads but serves 50 % slower: not a schedule ours may be.
+        ({"loads_per_100": 0.0, "mean_s": 15.0}, 6.9, []),
+        # ...within 3 % of the best baseline's mean latency, it sets the bar.
+        (
+            {"loads_per_100": 0.0, "mean_s": 10.2},
+            6.9,
+            ["loads/100 6.9 against 0.0 (affinity_only)"],
+        ),
+        ({"loads_per_100": 0.0, "mean_s": 10.2}, 1.9, []),
+        # Without a thriftier peer the bar is the best baseline's own loads.
+        ({"loads_per_100": 9.0}, 7.5, ["loads/100 7.5 against 5.0 (round_robin)"]),
+    ],
+)
+def test_the_loads_goal_is_set_by_the_thriftiest_baseline_within_the_floor(
+    thrifty: dict[str, float], ours_loads: float, missed: list[str]
+) -> None:
+    rows = rows_for(LOAD_CELL, {"loads_per_100": ours_loads}, SLOW_SWARM)
+    rows = with_policy(rows, "affinity_only", thrifty)
+    (judged,) = judge_all(rows, [LOAD_CELL], "quick")
+    loads = [f for f in judged.failures if f.startswith("loads")]
+    assert len(loads) == len(missed)
+    assert all(f.startswith(m) for f, m in zip(loads, missed, strict=True))
+
+
+BATCH = Cell(SHAPE["batch100"], Farm("mixed", 4), "N")
+
+
+@pytest.mark.parametrize(
+    ("bound_s", "ours_s", "target", "ok"),
+    [
+        (10.0, 36.0, 1.25, True),  # swarm_like at 45 s is far from the bound: the full 1.25x
+        (10.0, 37.0, 1.25, False),
+        (40.0, 41.0, 0.97 * 45 / 40, True),  # 45 s against a 40 s bound: 1.09x at most
+        (40.0, 42.0, 0.97 * 45 / 40, False),
+    ],
+)
+def test_the_swarm_like_goal_of_a_batch_is_capped_by_its_lower_bound(
+    bound_s: float, ours_s: float, target: float, ok: bool
+) -> None:
+    rows = rows_for(BATCH, {"round_makespan_s": ours_s, "mean_s": 9.0}, SLOW_SWARM)
+    # Every baseline as slow as swarm_like on makespan, so only the swarm_like goal is at stake.
+    slow = {"round_makespan_s": 45.0, "goodput_per_s": 0.5}
+    rows = [{**row, "lower_bound_s": bound_s, **slow} for row in rows]
+    rows = with_policy(rows, goals.OURS, {"round_makespan_s": ours_s, "goodput_per_s": 1.0})
+    (judged,) = judge_all(rows, [BATCH], "quick")
+    assert judged.swarm_target == pytest.approx(target)
+    assert judged.ok is ok
