@@ -3,8 +3,8 @@
 Measured with `python -m bench.scorecard` and the standard scenario (`python -m bench.sim
 standard`); every default is the value those runs settled on. Each knob was also switched off
 on the default grid (one seed, `affinity[knob=value]` in the simulator): every one of them is
-needed by some cells, named below, and the scorecard misses 37 of 84 cells with all four
-against 41-43 with any one of them off.
+needed by some cells, named below, and the scorecard misses 44 of 84 cells with all four
+against 47-51 with any one of them off.
 """
 
 from __future__ import annotations
@@ -19,21 +19,22 @@ class Tuning:
     response ratio (load included) is this many times that of its best warm queue. Needed on
     mixed farms at >= 80 % load: without it loads per 100 jobs rise from ~29 to ~35 and goodput
     falls by a third. A ratio, not an age cap: under heavy load waits grow together. Off (1):
-    loads per 100 jobs miss in 27 cells instead of 15; batch100 uniform4 and uniform8, batch500
-    flags4, burst16 mixed2, poisson80 and session uniform4 newly miss a goal."""
+    loads per 100 jobs miss in 43 cells instead of 28; batch100 uniform4 and uniform8, batch500
+    flags4, burst16 mixed2, poisson80 uniform4 and uniform8 and session uniform4 newly miss a
+    goal."""
     patience: float = 1.0
     """A busy worker (one with a job running) loads a model for a queue only once the queue's
     summed wait reaches this many times the load plus the reloads it causes: the ski-rental
     rule, so one load serves the jobs that piled up meanwhile. An idle worker is never held
-    by it (work conservation). Off (0): burst16 uniform8, poisson80 mixed16 and uniform4 and
-    session uniform4 newly miss a goal (loads, then latency)."""
+    by it (work conservation). Off (0): poisson50 mixed4 lru, poisson80 mixed16, uniform4 and
+    uniform8 and session uniform4 newly miss a goal (loads, then latency)."""
     slow_ratio: float = 2.5
     """A busy card this many times slower than the fastest card for a family never loads it
     (an idle one is judged by finishing time and the ski-rental bound instead, with no ratio:
     `choice.hold_bound_s`). Needed on mixed farms: an SDXL job on an RTX 4070 Ti runs 3.2x
     its H200 time; at 50 % load this rule took p95 from 9.6 s to 6.7 s and at 80 % goodput
-    from 1.40 to 1.60 jobs/s. Off (1000): burst16 mixed2 and mixed4, poisson80 mixed16 and
-    poisson95 mixed4 lru newly miss a goal."""
+    from 1.40 to 1.60 jobs/s. Off (1000): burst16 mixed2 and mixed4 and poisson80 mixed16
+    newly miss a goal."""
     horizon_s: float = 30.0
     """Evicting a model that no waiting job needs costs a share of its reload: the jobs for it
     expected within this many seconds from its recent traffic (at most one reload). Needed at
