@@ -75,7 +75,8 @@ class Search:
         for index, queue in enumerate(queues):
             for key in queue.models:
                 self.queues_of.setdefault(key, []).append(index)
-        self.options: dict[tuple[str, int], tuple[int, int, Option | None]] = {}
+        self.options: dict[tuple[str, int], tuple[int, int, int, Option | None]] = {}
+        self.placements = 0
         self.bounds: dict[tuple[str, int], tuple[int, int, float]] = {}
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
@@ -187,11 +188,19 @@ class Search:
         key = (lane.name, index)
         lane_version, queue_version = self.lane_version[lane.name], self.queue_version[index]
         kept = self.options.get(key)
-        if kept is not None and kept[0] == lane_version and kept[1] == queue_version:
-            return kept[2]
+        # An idle lane also leaves a queue to a lane that would finish its next job sooner
+        # (`choice.sooner_elsewhere_s`); placements elsewhere only make those lanes later (a
+        # change to who holds the queue's models dates the queue), so a kept option stays,
+        # and a kept refusal only until the next placement.
+        if (
+            kept is not None
+            and kept[:2] == (lane_version, queue_version)
+            and (kept[3] is not None or not idle or kept[2] == self.placements)
+        ):
+            return kept[3]
         queue = self.queues[index]
         option = option_for(lane, queue, self.farm, self.need, idle, self.tuning)
-        self.options[key] = (lane_version, queue_version, option)
+        self.options[key] = (lane_version, queue_version, self.placements, option)
         return option
 
     def bound(self, lane: Lane, index: int) -> float:
@@ -286,6 +295,7 @@ class Search:
     def placed(self, before: Lane, after: Lane, index: int) -> None:
         """Put the lane that took a job of queue `index` in, and date what it changed."""
         self.farm.replace(after)
+        self.placements += 1
         was, now = frozenset(before.resident), frozenset(after.resident)
         self.lane_version[after.name] += 1
         self.queue_version[index] += 1
