@@ -41,6 +41,7 @@ from bench.sim.trace import SimJob, catalogue
 from gateway.scheduler.policy import slots_per_worker
 from workers.ports import free_port
 from workers.process import ChildProcess
+from workers.readiness import NotReady, Pacing, await_until
 from workers.warmup import LATENT, LOADER, SAMPLER, warmup_prompt
 
 POLICIES = ("swarm_like", "ect_greedy", "affinity")
@@ -111,18 +112,20 @@ def start_gateway(root: Path, scenario: Scenario, policy: str, scale: float) -> 
 
 
 async def wait_ready(url: str, workers: int, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=2) as http:
-        while time.monotonic() < deadline:
+
+        async def all_ready() -> bool:
             try:
                 body = (await http.get(url + "/gateway/workers")).json()
-                rows = body.get("workers", body) if isinstance(body, dict) else body
-                if sum(1 for w in rows if w.get("state") == "ready") >= workers:
-                    return
             except (httpx.HTTPError, ValueError):
-                pass
-            await asyncio.sleep(0.5)
-    raise RuntimeError(f"{url}: the workers did not become ready")
+                return False
+            rows = body.get("workers", body) if isinstance(body, dict) else body
+            return sum(1 for w in rows if w.get("state") == "ready") >= workers
+
+        try:
+            await await_until(all_ready, timeout_s, pacing=Pacing(0.5, 1.0, 0.5))
+        except NotReady as e:
+            raise RuntimeError(f"{url}: the workers did not become ready") from e
 
 
 async def listen(url: str, client_id: str, replay: Replay, opened: asyncio.Event) -> None:

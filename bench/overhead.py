@@ -42,6 +42,7 @@ from websockets.asyncio.client import connect
 from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
+from workers.readiness import Pacing, answers_200, wait_until
 
 TRANSCRIPT = Path(__file__).parents[1] / "tests" / "contract" / "ws_transcript.json"
 CHECKPOINT = "v1-5-pruned-emaonly.safetensors"
@@ -146,15 +147,8 @@ async def _read_response(reader: asyncio.StreamReader) -> int:
 
 
 def wait_ready(url: str, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready")
+    with httpx.Client(timeout=1) as client:
+        wait_until(answers_200(client, url + "/readyz"), timeout_s, pacing=Pacing(0.2, 1.0, 0.2))
 
 
 def start_emulator(root: Path, name: str, time_scale: float) -> tuple[ChildProcess, str]:

@@ -47,6 +47,7 @@ from bench.sim.trace import Checkpoint, SimJob, draw_shape
 from workers.comfy.families import family_of
 from workers.ports import free_port
 from workers.process import ChildProcess
+from workers.readiness import NotReady, Pacing, await_until
 from workers.warmup import LOADER
 
 POLICIES = ("affinity", "least_outstanding", "swarm_like", "round_robin")
@@ -310,15 +311,23 @@ class StartError(RuntimeError):
 
 
 async def wait_ready(gateway: ChildProcess, url: str, timeout_s: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not gateway.running:
-            raise StartError(f"the gateway exited with {gateway.returncode} before ready")
+    async def all_ready() -> bool:
         with contextlib.suppress(httpx.HTTPError, ValueError):
-            if sum(1 for r in await farm_view(url) if r.get("state") == "ready") >= WORKERS:
-                return
-        await asyncio.sleep(0.25)
-    raise StartError(f"the workers were not ready after {timeout_s:.0f} s")
+            return sum(1 for r in await farm_view(url) if r.get("state") == "ready") >= WORKERS
+        return False
+
+    def gone() -> str | None:
+        return (
+            None
+            if gateway.running
+            else f"the gateway exited with {gateway.returncode} before ready"
+        )
+
+    try:
+        await await_until(all_ready, timeout_s, gone=gone, pacing=Pacing(0.25, 1.0, 0.25))
+    except NotReady as e:
+        reason = e.reason if e.exited else f"the workers were not ready after {timeout_s:.0f} s"
+        raise StartError(reason) from e
 
 
 def log_tail(root: Path, lines: int = 15) -> list[str]:

@@ -6,13 +6,13 @@ import asyncio
 import logging
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import redis
 
 from workers.ports import free_port
 from workers.process import die_with_parent
+from workers.readiness import NotReady, wait_until
 
 log = logging.getLogger(__name__)
 
@@ -108,20 +108,19 @@ class EmbeddedRedis:
         )
 
     def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
         client = redis.Redis(port=self.port, socket_connect_timeout=0.2)
         try:
-            while time.monotonic() < deadline:
-                if self._proc is not None and self._proc.poll() is not None:
-                    raise RedisServerError(f"redis-server exited with {self._proc.returncode}")
-                try:
-                    if client.ping():
-                        return
-                except redis.ConnectionError:
-                    time.sleep(0.05)
+            wait_until(lambda: _pings(client), timeout_s, gone=self._exit_reason)
+        except NotReady as e:
+            reason = e.reason if e.exited else f"not ready on port {self.port} after {timeout_s}s"
+            raise RedisServerError(f"redis-server {reason}") from e
         finally:
             client.close()
-        raise RedisServerError(f"redis-server not ready on port {self.port} after {timeout_s}s")
+
+    def _exit_reason(self) -> str | None:
+        if self._proc is None or self._proc.poll() is None:
+            return None
+        return f"exited with {self._proc.returncode}"
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the server; SIGKILL when it does not stop within `timeout_s`."""
@@ -146,3 +145,10 @@ class EmbeddedRedis:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False

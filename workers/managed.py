@@ -23,6 +23,7 @@ from workers.launch import WorkerHandle
 from workers.lifecycle import Phase
 from workers.logs import MIB, LogCapture
 from workers.process import ChildProcess, ProcessStartError
+from workers.readiness import NotReady, Pacing, await_until
 from workers.restart import (
     DEFAULT_SETTINGS,
     Decision,
@@ -38,6 +39,8 @@ from workers.warmup import PROBE_STEPS, WarmupResult
 log = logging.getLogger(__name__)
 
 READY_PATH = "/prompt"
+# Ask soon after the spawn (an emulator answers in tens of ms), then back off to a quarter second.
+BRING_UP_PACING = Pacing(first_s=0.02, growth=2.0, max_s=0.25)
 
 ReadyProbe = Callable[[str], Awaitable[bool]]
 Warmer = Callable[[ComfyClient, str, float, int], Awaitable[WarmupResult]]
@@ -171,17 +174,22 @@ class ManagedWorker:
         return tuple(results)
 
     async def _wait_ready(self, timeout_s: float, probe: ReadyProbe) -> None:
-        deadline_s = self.clock() + timeout_s
-        interval_s = 0.02
-        while self.clock() < deadline_s:
-            if not self.process.running:
-                code = describe_exit(self.process.returncode)
-                raise ProcessStartError(f"exited before answering ({code})")
-            if await probe(self.handle.url):
-                return
-            await asyncio.sleep(interval_s)
-            interval_s = min(interval_s * 2, 0.25)
-        raise ProcessStartError(f"not ready after {timeout_s:g} s (start-up deadline)")
+        try:
+            await await_until(
+                lambda: probe(self.handle.url),
+                timeout_s,
+                gone=self._exit_reason,
+                pacing=BRING_UP_PACING,
+                clock=self.clock,
+            )
+        except NotReady as e:
+            reason = e.reason if e.exited else f"{e.reason} (start-up deadline)"
+            raise ProcessStartError(reason) from e
+
+    def _exit_reason(self) -> str | None:
+        if self.process.running:
+            return None
+        return f"exited before answering ({describe_exit(self.process.returncode)})"
 
     def mark_ready(self, warmups: tuple[WarmupResult, ...]) -> None:
         self.phase = Phase.READY

@@ -24,6 +24,8 @@ from typing import IO, Protocol
 
 import httpx
 
+from workers.readiness import NotReady, Pacing, answers_200, wait_until
+
 log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
@@ -112,19 +114,20 @@ class ChildProcess:
 
     def wait_ready(self, url: str, timeout_s: float, interval_s: float = 0.05) -> float:
         """Poll `url` until it answers 200; returns the seconds it took."""
-        started = time.monotonic()
-        deadline = started + timeout_s
         with httpx.Client(timeout=1.0) as client:
-            while time.monotonic() < deadline:
-                if not self.running:
-                    raise ProcessStartError(f"exited with {self.returncode} before ready")
-                try:
-                    if client.get(url).status_code == 200:
-                        return time.monotonic() - started
-                except httpx.TransportError:
-                    pass
-                time.sleep(interval_s)
-        raise ProcessStartError(f"not ready at {url} after {timeout_s}s")
+            try:
+                return wait_until(
+                    answers_200(client, url),
+                    timeout_s,
+                    gone=self._exit_reason,
+                    pacing=Pacing(interval_s, 1.0, interval_s),
+                )
+            except NotReady as e:
+                reason = e.reason if e.exited else f"not ready at {url} after {timeout_s}s"
+                raise ProcessStartError(reason) from e
+
+    def _exit_reason(self) -> str | None:
+        return None if self.running else f"exited with {self.returncode} before ready"
 
     def terminate(self, grace_s: float = 5.0) -> int | None:
         """SIGTERM the process group, SIGKILL after `grace_s`; returns the exit code."""

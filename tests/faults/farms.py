@@ -27,6 +27,7 @@ from tests.integration.conftest import CHECKPOINTS
 from workers.launch import FarmLayout
 from workers.ports import free_port
 from workers.process import alive
+from workers.readiness import NotReady, answers_200, wait_until
 from workers.supervisor import Supervisor
 from workers.telemetry import Telemetry
 
@@ -197,17 +198,15 @@ def gateway_process(
 
 
 def _wait_ready(gateway: GatewayProcess, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
+    def gone() -> str | None:
+        code = gateway.process.poll()
+        return None if code is None else f"gateway exited with {code}"
+
     with httpx.Client(timeout=1) as http:
-        while time.monotonic() < deadline:
-            assert gateway.process.poll() is None, f"gateway exited:\n{gateway.log()}"
-            try:
-                if http.get(gateway.url + "/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-    raise AssertionError(f"gateway not ready in {timeout_s}s:\n{gateway.log()}")
+        try:
+            wait_until(answers_200(http, gateway.url + "/readyz"), timeout_s, gone=gone)
+        except NotReady as e:
+            raise AssertionError(f"{e.reason}:\n{gateway.log()}") from e
 
 
 def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
