@@ -351,7 +351,7 @@ def _overlap(job: dict[str, Any], jobs: Sequence[dict[str, Any]]) -> float:
     start, end = job["stamps_ms"]["started"], job["stamps_ms"]["finished"]
     other = [j["stamps_ms"] for j in jobs if j["worker"] != job["worker"]]
     busy = sum(max(0, min(end, o["finished"]) - max(start, o["started"])) for o in other)
-    return busy / max(end - start, 1)
+    return float(busy / max(end - start, 1))
 
 
 def _real_shape(ckpt: str) -> JobShape:

@@ -353,7 +353,11 @@ async def overhead(gateway: Gateway, client: Recorder, seeds: Seeds) -> dict[str
         "jobs": len(via),
         "gateway_p50_s": via_p50,
         "direct_p50_s": direct_p50,
-        "overhead_ms": None if via_p50 is None else round((via_p50 - direct_p50) * 1000, 1),
+        "overhead_ms": (
+            None
+            if via_p50 is None or direct_p50 is None
+            else round((via_p50 - direct_p50) * 1000, 1)
+        ),
         "gateway_s": [round(v, 4) for v in via],
         "direct_s": [round(v, 4) for v in straight],
     }
@@ -418,7 +422,9 @@ async def ab_jobs(
 ) -> dict[str, Any]:
     """SDXL jobs kept `AB_IN_FLIGHT` in flight until the verdict calls a winner (after at
     least `AB_MIN_JOBS`) or `args.ab_jobs` were sent; the report after the last."""
-    began, jobs, flying = time.monotonic(), [], set()
+    began = time.monotonic()
+    jobs: list[Heard] = []
+    flying: set[asyncio.Task[None]] = set()
     report: dict[str, Any] = {}
     while len(jobs) < args.ab_jobs and time.monotonic() < args.deadline_s - RESERVE_S:
         while len(flying) < AB_IN_FLIGHT and len(jobs) < args.ab_jobs:

@@ -147,7 +147,7 @@ def per_job(before: tuple[int, int, int], after: tuple[int, int, int], jobs: int
 async def at_rest(server: EmbeddedRedis, jobs: int, workers: int, extra_kib: int) -> AtRest:
     sync = syncredis.Redis(port=server.port)
     sync.flushall()
-    sync.execute_command("BGREWRITEAOF")
+    sync.bgrewriteaof()
     await _aof_rewritten(sync)
     client = aioredis.from_url(server.url, decode_responses=True)
     store = JobStore(client, Keys())

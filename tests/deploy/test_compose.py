@@ -74,6 +74,7 @@ def test_docker_compose_accepts_it() -> None:
     probe = [docker, "compose", "version"] if docker else None
     if probe is None or subprocess.run(probe, capture_output=True, check=False).returncode != 0:
         pytest.skip("no docker compose here")
+    assert docker is not None
     env = {**os.environ, **REQUIRED_ENV}
     result = subprocess.run(
         [docker, "compose", "-f", str(COMPOSE), "config", "-q"],

@@ -20,13 +20,13 @@ from tests.faults.farms import (
     AUTH,
     TOKEN,
     GatewayProcess,
-    alive,
     gateway_process,
     wait_gone,
     write_config,
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
+from workers.process import alive
 
 pytestmark = pytest.mark.timeout(90)
 

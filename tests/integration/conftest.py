@@ -116,7 +116,7 @@ async def served_gateway(
         log_level="warning",
         lifespan="on",
         access_log=False,
-        timeout_graceful_shutdown=GATEWAY_STOP_S / 2,
+        timeout_graceful_shutdown=int(GATEWAY_STOP_S / 2),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(), name="gateway")

@@ -16,10 +16,11 @@ import httpx
 import pytest
 
 from gateway.peers.takeover import OUTCOME
-from tests.faults.farms import AUTH, GatewayProcess, alive, wait_gone
+from tests.faults.farms import AUTH, GatewayProcess, wait_gone
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.multihost.conftest import client_of, node_process, nodes, until_checkpoints, wait_nodes
+from workers.process import alive
 
 ONLY_B = CHECKPOINTS[2]
 FARM = {

@@ -82,6 +82,7 @@ async def test_a_full_redis_refuses_new_prompts_with_503_and_keeps_serving_reads
 
     client = redis.Redis.from_url(redis_url)
     before = client.config_get("maxmemory")["maxmemory"]
+    assert before is not None
     client.config_set("maxmemory-policy", "noeviction")
     client.config_set("maxmemory", 1)
     try:

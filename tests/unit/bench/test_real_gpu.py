@@ -26,7 +26,7 @@ def ab_args(**overrides: object) -> argparse.Namespace:
 def test_the_ab_farm_puts_one_worker_per_card_in_the_baseline(tmp_path: Path) -> None:
     config = tmp_path / "farm.toml"
     config.write_text(farm_file(ab_args(gpus=[0, 1]), "affinity", True, ab=True))
-    settings = Settings(config=str(config))  # type: ignore[call-arg]
+    settings = Settings(config=str(config))
     groups = {w.name: (w.group, w.args, w.gpu) for w in settings.workers}
     assert groups == {
         "g0w0": ("base", (), 0),
@@ -42,7 +42,7 @@ def test_the_ab_farm_puts_one_worker_per_card_in_the_baseline(tmp_path: Path) ->
 def test_the_policy_farm_has_no_groups_and_no_experiment(tmp_path: Path) -> None:
     config = tmp_path / "farm.toml"
     config.write_text(farm_file(ab_args(), "round_robin", True))
-    settings = Settings(config=str(config))  # type: ignore[call-arg]
+    settings = Settings(config=str(config))
     assert {w.group for w in settings.workers} == {"default"}
     assert all(w.args == () for w in settings.workers)
     assert settings.experiments == ()

@@ -19,6 +19,7 @@ from PIL import Image
 from tests.unit.emulator.conftest import Factory, no_warmup_profile, run_to_history, wait_for
 from tests.unit.emulator.running import transcript_prompt, txt2img
 from workers.comfy.flags import LaunchFlags
+from workers.comfy.messages import EventKind
 from workers.emulator import events
 from workers.emulator.costmodel import LoadTier
 from workers.emulator.profiles import load_profile
@@ -189,11 +190,11 @@ async def test_history_is_written_after_success_and_before_the_done_frame(
 
     def spying(event: events.Event) -> None:
         if isinstance(event, events.Message) and event.kind in (
-            events.EventKind.EXECUTION_SUCCESS,
-            events.EventKind.EXECUTING,
+            EventKind.EXECUTION_SUCCESS,
+            EventKind.EXECUTING,
         ):
             prompt_id = event.data.get("prompt_id")
-            if event.kind == events.EventKind.EXECUTION_SUCCESS or event.data["node"] is None:
+            if event.kind == EventKind.EXECUTION_SUCCESS or event.data["node"] is None:
                 seen.append((event.kind.value, bool(emulator.queue.history(prompt_id=prompt_id))))
         emit(event)
 
@@ -476,4 +477,6 @@ async def test_sdxls_vae_in_fp16_decodes_black_images_on_the_rtx4070ti(
     entry = await run(client, emulator, txt2img(ckpt=ckpt, steps=1))
     saved = entry["outputs"]["9"]["images"][0]
     with Image.open(Path(emulator.dirs.output) / saved["filename"]) as image:
-        assert (image.convert("L").getextrema() == (0, 0)) is black
+        # Pillow leaves getextrema unannotated.
+        extrema = image.convert("L").getextrema()  # type: ignore[no-untyped-call]
+        assert (extrema == (0, 0)) is black

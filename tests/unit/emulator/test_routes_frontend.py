@@ -25,7 +25,8 @@ DATA = Path(__file__).resolve().parents[3] / "workers" / "emulator" / "data"
 async def test_frontend_routes_answer_as_with_no_custom_nodes(
     client: httpx.AsyncClient, prefix: str
 ) -> None:
-    for path, body in (("/i18n", {}), ("/workflow_templates", {}), ("/settings", {})):
+    empty: dict[str, object] = {}
+    for path, body in (("/i18n", empty), ("/workflow_templates", empty), ("/settings", empty)):
         response = await client.get(prefix + path)
         assert (response.status_code, response.json()) == (200, body), path
     assert (await client.get(prefix + "/settings/Comfy.Locale")).json() is None

@@ -15,6 +15,7 @@ from workers.launch import FarmLayout, WorkerSpec
 from workers.lifecycle import LifecycleKind, Phase, WorkerEvent
 from workers.managed import SupervisionSettings
 from workers.preload import WarmupError
+from workers.process import ChildProcess
 from workers.restart import RestartSettings
 from workers.supervisor import Supervisor
 from workers.warmup import Phase as WarmupPhase
@@ -24,35 +25,43 @@ K = LifecycleKind
 _pids = itertools.count(1000)
 
 
-class FakeProcess:
+class FakeProcess(ChildProcess):
     """A child that starts at once, exits when told, and dies when terminated."""
 
     def __init__(self, argv: Sequence[str], **_: Any):
-        self.argv = list(argv)
-        self.pid: int | None = None
-        self.returncode: int | None = None
+        super().__init__(argv)
+        self.fake_pid: int | None = None
+        self.code: int | None = None
         self.starts = 0
         self.exit_at_start: int | None = None
 
     @property
+    def pid(self) -> int | None:
+        return self.fake_pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.code
+
+    @property
     def running(self) -> bool:
-        return self.pid is not None and self.returncode is None
+        return self.fake_pid is not None and self.code is None
 
     def start(self) -> None:
         self.starts += 1
-        self.pid, self.returncode = next(_pids), self.exit_at_start
+        self.fake_pid, self.code = next(_pids), self.exit_at_start
 
     def exit(self, code: int) -> None:
-        self.returncode = code
+        self.code = code
 
     def terminate(self, grace_s: float = 5.0) -> int | None:
         if self.running:
-            self.returncode = -15
-        return self.returncode
+            self.code = -15
+        return self.code
 
     def kill(self) -> None:
         if self.running:
-            self.returncode = -9
+            self.code = -9
 
 
 class Clock:

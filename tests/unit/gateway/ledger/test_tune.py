@@ -38,7 +38,7 @@ def test_the_candidates_follow_flags_up_to_the_tuners_own_options() -> None:
 
 
 def test_new_seeds_the_same_work() -> None:
-    prompt = {"3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 20}}}
+    prompt: dict[str, Any] = {"3": {"class_type": "KSampler", "inputs": {"seed": 1, "steps": 20}}}
     again = reseeded(prompt, random.Random(1))
     assert again["3"]["inputs"]["steps"] == 20 and again["3"]["inputs"]["seed"] != 1
     assert prompt["3"]["inputs"]["seed"] == 1
