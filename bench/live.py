@@ -39,6 +39,7 @@ from bench.sim.metrics import SLO_FACTOR, SLO_SLACK_S, summarise
 from bench.sim.scenario import Scenario, build_policy, cards_of, initial_models, trace
 from bench.sim.trace import SimJob, catalogue
 from gateway.scheduler.policy import slots_per_worker
+from gateway.serve import serve_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
 from workers.readiness import NotReady, Pacing, await_until
@@ -102,9 +103,8 @@ def start_gateway(root: Path, scenario: Scenario, policy: str, scale: float) -> 
     config = root / "farm.toml"
     config.write_text(farm_file(scenario, policy))
     port = free_port()
-    argv = [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--config",
-            str(config), "--data-dir", str(root / "data"), "--time-scale", str(scale),
-            "--log-level", "warning"]  # fmt: skip
+    flags = ("--time-scale", str(scale), "--log-level", "warning")
+    argv = serve_argv(port, root / "data", *flags, config=config)
     env = {**os.environ, "COMFY_GATEWAY_HISTORY_MAX_ITEMS": "100000"}
     process = ChildProcess(argv, env=env, log_path=root / "gateway.log")
     process.start()

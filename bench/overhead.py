@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
+from gateway.serve import serve_argv
 from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
@@ -176,20 +177,7 @@ def start_gateway(
         )
     )
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--port",
-        str(port),
-        "--config",
-        str(config),
-        "--data-dir",
-        str(root / "gw"),
-        "--log-level",
-        "warning",
-    ]
+    argv = serve_argv(port, root / "gw", "--log-level", "warning", config=config)
     env = {**os.environ, "COMFY_GATEWAY_HISTORY_MAX_ITEMS": "100000", **(env or {})}
     process = ChildProcess(argv, env=env, log_path=root / "gateway.log")
     process.start()

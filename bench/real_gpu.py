@@ -52,6 +52,7 @@ import numpy as np
 
 from bench.live import wait_ready
 from bench.quickstart import Client, Job
+from gateway.serve import serve_argv
 from workers.comfy.families import family_of
 from workers.ports import free_port
 from workers.process import ChildProcess
@@ -223,8 +224,7 @@ async def start_gateway(
     config = root / "farm.toml"
     config.write_text(farm_file(args, policy, preload, ab=ab))
     port = free_port()
-    argv = [sys.executable, "-m", "gateway", "serve", "--port", str(port), "--config",
-            str(config), "--data-dir", str(root / "data"), "--log-level", "info"]  # fmt: skip
+    argv = serve_argv(port, root / "data", "--log-level", "info", config=config)
     if args.emulate:
         argv += ["--time-scale", str(args.time_scale)]
     else:

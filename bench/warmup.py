@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from gateway.serve import serve_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
 
@@ -97,10 +98,7 @@ def start(root: Path, preload: bool, time_scale: float) -> tuple[ChildProcess, s
     config = root / "farm.toml"
     config.write_text(config_text(preload, time_scale))
     port = free_port()
-    argv = [
-        sys.executable, "-m", "gateway", "serve", "--port", str(port), "--config", str(config),
-        "--data-dir", str(root / "data"), "--log-level", "warning",
-    ]  # fmt: skip
+    argv = serve_argv(port, root / "data", "--log-level", "warning", config=config)
     process = ChildProcess(argv, env=dict(os.environ), log_path=root / "gateway.log")
     started = time.perf_counter()
     process.start()

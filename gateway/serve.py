@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,6 +35,17 @@ log = logging.getLogger("gateway")
 
 
 SWITCH_INTERVAL_S = 0.001
+
+
+def serve_argv(port: int, data_dir: Path, *flags: str, config: Path | None = None) -> list[str]:
+    """The command line that runs `comfy-gateway serve` in this Python on `port` with the data
+    folder `data_dir`, the settings file `config` (if any) and then `flags` (as `build_parser`
+    reads them)."""
+    head = [sys.executable, "-m", "gateway", "serve", "--port", str(port)]
+    head += ["--data-dir", str(data_dir)]
+    if config is not None:
+        head += ["--config", str(config)]
+    return [*head, *flags]
 
 
 def build_parser() -> argparse.ArgumentParser:

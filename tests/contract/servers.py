@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -24,7 +23,9 @@ from typing import Any
 
 import httpx
 
+from gateway.serve import serve_argv
 from tests.contract import graphs
+from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
 
@@ -127,26 +128,11 @@ def emulator(work_dir: Path, *, time_scale: float) -> Iterator[Server]:
     """Start `python -m workers.emulator` on a free port with its own input, output and temp
     directories and no simulated start-up delay; stop it on exit."""
     port = free_port()
-    output_dir, input_dir = work_dir / "output", work_dir / "input"
-    output_dir.mkdir(parents=True)
-    input_dir.mkdir(parents=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "workers.emulator",
-        "--port",
-        str(port),
-        "--time-scale",
-        str(time_scale),
-        "--output-directory",
-        str(output_dir),
-        "--input-directory",
-        str(input_dir),
-        "--temp-directory",
-        str(work_dir),
-        "--startup-s",
-        "0",
-    ]
+    layout = FarmLayout(work_dir, work_dir / "input", time_scale)
+    spec = WorkerSpec("emulator", emulate="h200", args=("--startup-s", "0"))
+    layout.output_dir(spec.name).mkdir(parents=True)
+    layout.input_dir.mkdir(parents=True)
+    argv = emulator_argv(spec, port, layout)
     child = ChildProcess(argv, log_path=work_dir / "emulator.log")
     url = f"http://127.0.0.1:{port}"
     child.start()
@@ -187,20 +173,7 @@ def gateway(
     gpu = None if comfyui is None else comfyui.gpu
     config.write_text(farm_toml(names, token, emulated=comfyui is None, gpu=gpu))
     port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(work_dir / "data"),
-        "--config",
-        str(config),
-        "--time-scale",
-        str(time_scale),
-    ]
+    argv = serve_argv(port, work_dir / "data", "--time-scale", str(time_scale), config=config)
     if comfyui is not None:
         argv += ["--comfyui", str(comfyui.path), "--comfyui-python", comfyui.python]
     env = dict(os.environ) if gpu is not None else {**os.environ, "CUDA_VISIBLE_DEVICES": ""}

@@ -8,7 +8,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,7 +20,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.dispatcher import Dispatcher
-from gateway.serve import make_supervisor
+from gateway.serve import make_supervisor, serve_argv
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from tests.integration.conftest import CHECKPOINTS
 from workers.launch import FarmLayout
@@ -181,10 +180,7 @@ def gateway_process(
     port = free_port()
     log_path = data_dir / "gateway.log"
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable, "-m", "gateway", "serve", "--config", str(config), "--port", str(port),
-        "--redis-url", redis_url, "--data-dir", str(data_dir),
-    ]  # fmt: skip
+    argv = serve_argv(port, data_dir, "--redis-url", redis_url, config=config)
     with log_path.open("wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     gateway = GatewayProcess(f"http://127.0.0.1:{port}", process, log_path, data_dir)

@@ -4,12 +4,12 @@ holder; the lock of a gateway killed with SIGKILL does not block the next one.""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.serve import serve_argv
 from tests.faults.farms import gateway_process
 from tests.integration.conftest import CHECKPOINTS
 from workers.ports import free_port
@@ -32,10 +32,7 @@ def _config(path: Path) -> Path:
 
 
 def _second_serve(config: Path, redis_url: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
-    argv = [
-        sys.executable, "-m", "gateway", "serve", "--config", str(config),
-        "--port", str(free_port()), "--redis-url", redis_url, "--data-dir", str(data_dir),
-    ]  # fmt: skip
+    argv = serve_argv(free_port(), data_dir, "--redis-url", redis_url, config=config)
     return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=10)
 
 

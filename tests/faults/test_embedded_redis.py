@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from gateway.serve import serve_argv
 from tests.faults.farms import FAST
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from workers.ports import free_port
@@ -58,8 +58,7 @@ def _until(http: httpx.Client, check: object, timeout_s: float = 20) -> httpx.Re
 
 def test_a_killed_embedded_redis_is_restarted_and_its_jobs_kept(tmp_path: Path) -> None:
     port = free_port()
-    argv = [sys.executable, "-m", "gateway", "serve", "--config", str(_config(tmp_path / "f.toml")),
-            "--port", str(port), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    argv = serve_argv(port, tmp_path / "data", config=_config(tmp_path / "f.toml"))
     with (tmp_path / "gateway.log").open("wb") as out:
         gateway = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:

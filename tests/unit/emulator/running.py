@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
 
@@ -43,27 +43,12 @@ class Running:
 def running_emulator(work_dir: Path, *extra: str, time_scale: float = 0.01) -> Iterator[Running]:
     """Start the emulator (the transcript's checkpoints, tiny start-up), stop it on exit."""
     port = free_port()
-    output_dir, input_dir = work_dir / "output", work_dir / "input"
-    argv = [
-        sys.executable,
-        "-m",
-        "workers.emulator",
-        "--port",
-        str(port),
-        "--time-scale",
-        str(time_scale),
-        "--startup-s",
-        "0",
-        "--checkpoints",
-        TRANSCRIPT_CHECKPOINTS,
-        "--output-directory",
-        str(output_dir),
-        "--input-directory",
-        str(input_dir),
-        "--temp-directory",
-        str(work_dir),
-        *extra,
-    ]
+    layout = FarmLayout(work_dir, work_dir / "input", time_scale)
+    checkpoints = tuple(TRANSCRIPT_CHECKPOINTS.split(","))
+    args = ("--startup-s", "0", *extra)
+    spec = WorkerSpec("emulator", emulate="h200", checkpoints=checkpoints, args=args)
+    output_dir, input_dir = layout.output_dir(spec.name), layout.input_dir
+    argv = emulator_argv(spec, port, layout)
     child = ChildProcess(argv, log_path=work_dir / "emulator.log")
     url = f"http://127.0.0.1:{port}"
     child.start()
