@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gateway.errors import BadRequest, Conflict, PromptRefused, Unavailable, Unprocessable
@@ -18,6 +18,18 @@ from gateway.work_limit import check_work
 from workers.comfy import Validation
 
 
+@dataclass(frozen=True)
+class Checks:
+    """What a prompt passes before it is enqueued, beyond validation; each None: not checked."""
+
+    admit: Callable[[], Awaitable[None]] | None = None
+    """Raises when this node takes no new prompts (it is shutting down)."""
+    max_job_work: float | None = None
+    """Work units one job may take (`gateway.work_limit`); None: no limit."""
+    refresh_catalog: Callable[[], Awaitable[bool]] | None = None
+    """Reads the workers' file lists again (whether it did), before a file is refused."""
+
+
 class Acceptor:
     """POST /prompt: nothing is answered 200 before the job is in Redis."""
 
@@ -28,26 +40,21 @@ class Acceptor:
         groups: Callable[[], Mapping[str, str]],
         on_accepted: Callable[[NewJob], Awaitable[None]],
         *,
-        admit: Callable[[], Awaitable[None]] | None = None,
+        checks: Checks = Checks(),
         journal: Journal | None = None,
-        max_job_work: float | None = None,
         experiments: Experiments | None = None,
-        refresh_catalog: Callable[[], Awaitable[bool]] | None = None,
     ):
         self.store = store
         self.catalog = catalog
         self.groups = groups
         self.on_accepted = on_accepted
-        self.admit = admit
-        """Raises when this node takes no new prompts (it is shutting down)."""
+        self.admit = checks.admit
+        self.max_job_work = checks.max_job_work
+        self.refresh_catalog = checks.refresh_catalog
         self.journal = journal
         """Keeps what was enqueued lately, in case a Redis restart loses it."""
-        self.max_job_work = max_job_work
-        """Work units one job may take (`gateway.work_limit`); None: no limit."""
         self.experiments = experiments
         """Split jobs that pin no group across the groups of an experiment."""
-        self.refresh_catalog = refresh_catalog
-        """Reads the workers' file lists again (whether it did), before a file is refused."""
 
     async def accept(self, body: bytes, idempotency_key: str | None) -> dict[str, Any]:
         request = parse_prompt_request(body)

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from gateway.accept import Acceptor
+from gateway.accept import Acceptor, Checks
 from gateway.api import (
     compat,
     dashboard,
@@ -37,7 +37,7 @@ from gateway.auth import TokenGuard
 from gateway.browsers import Browsers
 from gateway.context import Context
 from gateway.errors import GatewayError, Unavailable, error_body
-from gateway.farm import Farm
+from gateway.farm import Farm, FarmSettings, LocalWorkers
 from gateway.file_roots import FileRoots
 from gateway.hub import Hub
 from gateway.jobs import JobStore, StoreLimits
@@ -48,7 +48,7 @@ from gateway.liveness import LivenessSettings
 from gateway.models import NewJob
 from gateway.origin import OriginGuard
 from gateway.peers.client import PeerClient
-from gateway.peers.membership import Membership
+from gateway.peers.membership import Membership, NodeAddress
 from gateway.redis_keeper import RedisHealth
 from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
@@ -172,20 +172,21 @@ async def _resources(
         links,
         policy,
         catalog,
-        node=node,
-        lease_s=settings.lease_s,
-        stall_timeout_s=settings.stall_timeout_s,
-        capacity=1 + settings.prefetch,
-        supervisor=workers.supervisor,
-        telemetry=telemetry,
-        interrupt_grace_s=settings.interrupt_grace_s,
-        time_scale=settings.time_scale,
-        journal_s=settings.accept_journal_s,
-        quarantine_after=settings.quarantine_after_crashes,
-        catalog_refresh_s=settings.catalog_refresh_s,
-        liveness=LivenessSettings(
-            settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
+        settings=FarmSettings(
+            node=node,
+            lease_s=settings.lease_s,
+            stall_timeout_s=settings.stall_timeout_s,
+            capacity=1 + settings.prefetch,
+            interrupt_grace_s=settings.interrupt_grace_s,
+            time_scale=settings.time_scale,
+            journal_s=settings.accept_journal_s,
+            quarantine_after=settings.quarantine_after_crashes,
+            catalog_refresh_s=settings.catalog_refresh_s,
+            liveness=LivenessSettings(
+                settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
+            ),
         ),
+        local=LocalWorkers(workers.supervisor, telemetry),
     )
     if not settings.ledger:
         the_farm.outcomes.ledgers = None
@@ -216,11 +217,13 @@ async def _resources(
         catalog,
         membership.groups,
         accepted,
-        admit=admit,
+        checks=Checks(
+            admit=admit,
+            max_job_work=settings.max_job_work,
+            refresh_catalog=the_farm.catalog_refresh.farm_unless_recent,
+        ),
         journal=the_farm.journal,
-        max_job_work=settings.max_job_work,
         experiments=experiments,
-        refresh_catalog=the_farm.catalog_refresh.farm_unless_recent,
     )
     try:
         await telemetry.start()
@@ -262,9 +265,7 @@ def _membership(settings: Settings, the_farm: Farm, catalog: FarmCatalog, node: 
         the_farm.links,
         catalog,
         the_farm.outcomes,
-        node=node,
-        url=settings.advertised_url,
-        ttl_s=settings.node_ttl_s,
+        address=NodeAddress(node, settings.advertised_url, settings.node_ttl_s),
         local_lanes=dispatcher.lanes,
     )
     dispatcher.remote_lanes = membership.lanes

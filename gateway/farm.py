@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gateway import tasks
 from gateway.catalog_refresh import CatalogRefresh
@@ -38,6 +39,32 @@ from workers.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class FarmSettings:
+    """This node's name and the numbers its parts run by (read once from `Settings`)."""
+
+    node: str
+    lease_s: float
+    stall_timeout_s: float
+    capacity: int = 2
+    """Jobs one worker holds at once: the one it runs and those prefetched."""
+    interrupt_grace_s: float = 10.0
+    time_scale: float = 1.0
+    journal_s: float = 10.0
+    quarantine_after: int = 2
+    catalog_refresh_s: float = 60.0
+    liveness: LivenessSettings | None = None
+
+
+@dataclass(frozen=True)
+class LocalWorkers:
+    """What this node runs itself: the supervisor of the workers it starts (None when it
+    only fronts workers someone else runs) and the GPU telemetry."""
+
+    supervisor: Supervisor | None = None
+    telemetry: Telemetry | None = None
+
+
 class Farm:
     def __init__(
         self,
@@ -47,43 +74,33 @@ class Farm:
         policy: Policy,
         catalog: FarmCatalog,
         *,
-        node: str,
-        lease_s: float,
-        stall_timeout_s: float,
-        capacity: int = 2,
-        supervisor: Supervisor | None = None,
-        telemetry: Telemetry | None = None,
-        interrupt_grace_s: float = 10.0,
-        time_scale: float = 1.0,
-        journal_s: float = 10.0,
-        quarantine_after: int = 2,
-        liveness: LivenessSettings | None = None,
-        catalog_refresh_s: float = 60.0,
+        settings: FarmSettings,
+        local: LocalWorkers = LocalWorkers(),
         clock: Callable[[], float] = time.monotonic,
-        metrics: Metrics | None = None,
     ):
-        self.metrics = metrics or Metrics(store.now_ms)
+        node, supervisor, telemetry = settings.node, local.supervisor, local.telemetry
+        self.metrics = Metrics(store.now_ms)
         """What this node counts for `/metrics` (`gateway.metrics`)."""
         self.store = store
         self.hub = hub
         self.links = links
         self.catalog = catalog
         self.catalog_refresh = CatalogRefresh(
-            links, catalog, interval_s=catalog_refresh_s, clock=clock
+            links, catalog, interval_s=settings.catalog_refresh_s, clock=clock
         )
         self.node = node
         self.clock = clock
         self.supervisor = supervisor
         self.telemetry = telemetry
         self.dispatcher = Dispatcher(
-            store, links, policy, hub, capacity=capacity, clock=clock, metrics=self.metrics
+            store, links, policy, hub, capacity=settings.capacity, clock=clock, metrics=self.metrics
         )
         self.outcomes = self.dispatcher.outcomes
         self.watchdog = Watchdog(
             self._recover,
             reconnect=self.reconnect,
             restart=self._restart_hung if supervisor is not None else None,
-            interrupt_grace_s=interrupt_grace_s,
+            interrupt_grace_s=settings.interrupt_grace_s,
             clock=clock,
             metrics=self.metrics,
         )
@@ -91,16 +108,16 @@ class Farm:
             store,
             links,
             self.outcomes,
-            lease_s=lease_s,
-            stall_timeout_s=stall_timeout_s,
+            lease_s=settings.lease_s,
+            stall_timeout_s=settings.stall_timeout_s,
             on_stall=self.watchdog.examine,
-            quarantine_after=quarantine_after,
+            quarantine_after=settings.quarantine_after,
             clock=clock,
         )
         self.liveness = Liveness(
-            links, self.watchdog.hung, liveness, on_change=self.outcomes.wake, clock=clock
+            links, self.watchdog.hung, settings.liveness, on_change=self.outcomes.wake, clock=clock
         )
-        self.journal = Journal(journal_s, clock=clock)
+        self.journal = Journal(settings.journal_s, clock=clock)
         """What this node accepted lately, in case a Redis restart loses it."""
         self.restarts = RedisRestarts(
             store, links, self.journal, self.dispatcher.paused, clock=clock, metrics=self.metrics
@@ -126,7 +143,7 @@ class Farm:
             store.keys,
             node=node,
             now_ms=store.now_ms,
-            time_scale=time_scale,
+            time_scale=settings.time_scale,
             telemetry=telemetry,
         )
         self._tasks: list[asyncio.Task[None]] = []

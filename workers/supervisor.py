@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,18 @@ async def _warm(
     return await warm_up(client, checkpoint, timeout_s=timeout_s, probe_steps=probe_steps)
 
 
+@dataclass(frozen=True)
+class Seams:
+    """How the supervisor starts and reaches a child, replaceable as one (tests pass fakes):
+    `spawn` makes the process (None: under a keeper), `port_for` picks its port, `probe`
+    asks whether it answers, `warmer` warms one checkpoint."""
+
+    spawn: Spawn | None = None
+    port_for: Callable[[], int] = free_port
+    probe: ReadyProbe = http_ready
+    warmer: Warmer = _warm
+
+
 class Lease:
     """Touches the keepers' lease file from a thread of its own, so that a busy event loop
     (a start-up, a burst) never looks like a dead gateway to the keepers."""
@@ -133,22 +146,19 @@ class Supervisor:
         *,
         environ: Mapping[str, str],
         settings: SupervisionSettings | None = None,
-        spawn: Spawn | None = None,
-        port_for: Callable[[], int] = free_port,
+        seams: Seams = Seams(),
         vram_of: VramOf = emulated_vram,
-        probe: ReadyProbe = http_ready,
-        warmer: Warmer = _warm,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.specs = list(specs)
         self.layout = layout
         self.environ = dict(environ)
         self.settings = settings or SupervisionSettings()
-        self.spawn = spawn or self._kept
-        self.port_for = port_for
+        self.spawn = seams.spawn or self._kept
+        self.port_for = seams.port_for
         self.vram_of = vram_of
-        self.probe = probe
-        self.warmer = warmer
+        self.probe = seams.probe
+        self.warmer = seams.warmer
         self.clock = clock
         self.handles: list[WorkerHandle] = []
         self.workers: dict[str, ManagedWorker] = {}

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gateway import tasks
@@ -46,6 +47,16 @@ def heartbeat_s(ttl_s: float) -> float:
     return min(1.0, max(0.05, ttl_s / 5))
 
 
+@dataclass(frozen=True)
+class NodeAddress:
+    """Who this node is to the others: its name, the URL they reach it at, and how long its
+    registration lives unrenewed."""
+
+    node: str
+    url: str
+    ttl_s: float
+
+
 class Membership:
     def __init__(
         self,
@@ -54,9 +65,7 @@ class Membership:
         catalog: FarmCatalog,
         outcomes: Outcomes,
         *,
-        node: str,
-        url: str,
-        ttl_s: float,
+        address: NodeAddress,
         local_lanes: LocalLanes,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -64,12 +73,10 @@ class Membership:
         self.links = links
         self.catalog = catalog
         self.outcomes = outcomes
-        self.node = node
-        self.url = url
-        self.ttl_s = ttl_s
+        self.node, self.url, self.ttl_s = address.node, address.url, address.ttl_s
         self.local_lanes = local_lanes
         self.clock = clock
-        self.registry = Registry(store.redis, store.keys, ttl_s)
+        self.registry = Registry(store.redis, store.keys, address.ttl_s)
         self.peers: dict[str, NodeRecord] = {}
         """The other live nodes, as of the latest heartbeat."""
         self.renewed_at_s: float | None = None

@@ -19,7 +19,7 @@ from workers.emulator import events
 from workers.emulator.catalog import NodeCatalog
 from workers.emulator.config import EmulatorConfig
 from workers.emulator.costmodel import CostModel
-from workers.emulator.engine import Engine, hard_exit
+from workers.emulator.engine import Card, Engine, World, hard_exit
 from workers.emulator.faults import Faults
 from workers.emulator.files import Dirs
 from workers.emulator.logring import LogRing
@@ -62,20 +62,17 @@ def build_emulator(
         preview_method=flags.preview_method,
         preview_size=config.preview_size,
         disable_metadata=config.disable_metadata,
+        unload_after_prompt=config.disable_smart_memory,
     )
     engine = Engine(
         queue=queue,
         hub=hub,
         catalog=catalog.validation,
-        costs=CostModel(config.profile, flags),
-        residency=Residency(config.profile, flags),
+        card=Card(CostModel(config.profile, flags), Residency(config.profile, flags)),
         dirs=dirs,
         faults=faults,
         options=options,
-        sleep=sleep,
-        monotonic=clock,
-        unload_after_prompt=config.disable_smart_memory,
-        exit_process=exit_process or hard_exit,
+        world=World(sleep=sleep, monotonic=clock, exit_process=exit_process or hard_exit),
     )
     return Emulator(
         config, dirs, catalog, queue, hub, engine, faults, clock(), logs or LogRing(), UserDir()

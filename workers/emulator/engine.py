@@ -82,6 +82,26 @@ class Pacer:
         await self._sleep(max(0.0, self._deadline - now))
 
 
+@dataclass(frozen=True)
+class Card:
+    """The emulated card: what work costs on it, and which models stay loaded."""
+
+    costs: CostModel
+    residency: Residency
+
+
+@dataclass(frozen=True)
+class World:
+    """What the engine asks of the world: to wait, the two clocks, and to end the process
+    (injected, so tests run on fake time and a crash fault does not end the test run)."""
+
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    monotonic: Callable[[], float] = time.monotonic
+    now_ms: Callable[[], int] = _wall_ms
+    """Wall-clock milliseconds, for the timestamps ComfyUI reports."""
+    exit_process: Callable[[int], None] = hard_exit
+
+
 class Engine:
     """Executes queued prompts on one emulated instance."""
 
@@ -91,22 +111,18 @@ class Engine:
         queue: PromptQueue,
         hub: Emitter,
         catalog: Catalog,
-        costs: CostModel,
-        residency: Residency,
+        card: Card,
         dirs: Dirs,
         faults: Faults,
         options: WorkOptions,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
-        now_ms: Callable[[], int] = _wall_ms,
-        exit_process: Callable[[int], None] = hard_exit,
-        unload_after_prompt: bool = False,
+        world: World = World(),
     ) -> None:
+        costs, sleep, monotonic = card.costs, world.sleep, world.monotonic
         self.queue, self.hub, self.catalog, self.costs = queue, hub, catalog, costs
-        self.residency, self.dirs, self.faults, self.options = residency, dirs, faults, options
-        self._sleep, self._monotonic, self.now_ms = sleep, monotonic, now_ms
-        self._exit_process = exit_process
-        self._unload_after_prompt = unload_after_prompt
+        self.residency, self.dirs, self.faults, self.options = card.residency, dirs, faults, options
+        self._sleep, self._monotonic, self.now_ms = sleep, monotonic, world.now_ms
+        self._exit_process = world.exit_process
+        self._unload_after_prompt = options.unload_after_prompt
         self._pacer = Pacer(sleep, monotonic)
         mode, size = costs.flags.cache_mode, costs.flags.cache_lru_size
         self.outputs, self.ui = NodeCache(mode, size), NodeCache(mode, size)

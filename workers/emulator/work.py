@@ -69,6 +69,8 @@ class WorkOptions:
     preview_method: str = "none"
     preview_size: int = 512
     disable_metadata: bool = False
+    unload_after_prompt: bool = False
+    """`--disable-smart-memory`: every model leaves the card once a prompt ends."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.app import load_policy
-from gateway.farm import Farm
+from gateway.farm import Farm, FarmSettings
 from gateway.hub import Hub
 from gateway.jobs import JobStore
 from gateway.links import Links
@@ -294,9 +294,7 @@ def bare_farm(store: JobStore, redis_client: aioredis.Redis) -> Farm:
         Links([]),
         load_policy("affinity"),
         FarmCatalog(None),
-        node="n1",
-        lease_s=10.0,
-        stall_timeout_s=60.0,
+        settings=FarmSettings(node="n1", lease_s=10.0, stall_timeout_s=60.0),
     )
 
 

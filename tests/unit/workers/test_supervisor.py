@@ -17,7 +17,7 @@ from workers.managed import SupervisionSettings
 from workers.preload import WarmupError
 from workers.process import ChildProcess
 from workers.restart import RestartSettings
-from workers.supervisor import Supervisor
+from workers.supervisor import Seams, Supervisor
 from workers.warmup import Phase as WarmupPhase
 from workers.warmup import WarmupResult
 
@@ -89,10 +89,7 @@ class Farm:
             FarmLayout(tmp_path / "w", tmp_path / "in"),
             environ={},
             settings=SupervisionSettings(restart=restart, **settings),
-            spawn=self.spawn,
-            port_for=lambda: 1,
-            probe=self.probe,
-            warmer=self.warm,
+            seams=Seams(spawn=self.spawn, port_for=lambda: 1, probe=self.probe, warmer=self.warm),
             clock=self.clock,
         )
         self.supervisor.subscribe(self.record)
