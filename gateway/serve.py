@@ -117,23 +117,6 @@ def main(argv: Sequence[str]) -> int:
         lock.release()
 
 
-def to_spec(worker: WorkerConfig) -> WorkerSpec:
-    return WorkerSpec(
-        name=worker.name,
-        group=worker.group,
-        gpu=worker.gpu,
-        args=worker.args,
-        python=worker.python,
-        comfyui=worker.comfyui,
-        emulate=worker.emulate,
-        checkpoints=worker.checkpoints,
-        models=tuple(worker.models.items()),
-        url=worker.url,
-        port=worker.port,
-        preload=worker.preload or (),
-    )
-
-
 def make_supervisor(
     settings: Settings,
     workers: Sequence[WorkerConfig],
@@ -148,7 +131,7 @@ def make_supervisor(
         known = vram_of(telemetry.snapshot(), spec.gpu_indices)
         return known[1] if known is not None else emulated_vram(spec)
 
-    specs = [to_spec(worker) for worker in workers]
+    specs = [worker.spec() for worker in workers]
     return Supervisor(
         specs, layout, environ=environ, settings=settings.supervision(), vram_of=vram_mib
     )

@@ -6,6 +6,7 @@ the environment themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 from pathlib import Path
@@ -25,6 +26,7 @@ from workers.comfy.modelfolders import model_folder
 from workers.comfyargs import FlagError, check_args
 from workers.emulator_options import split_emulator_options
 from workers.gpus import parse_gpu_slots
+from workers.launch import WorkerSpec
 from workers.logs import MIB
 from workers.managed import SupervisionSettings
 from workers.restart import RestartSettings
@@ -90,6 +92,14 @@ class WorkerConfig(BaseModel):
     @property
     def emulated(self) -> bool:
         return self.emulate is not None
+
+    def spec(self) -> WorkerSpec:
+        """This worker as `workers` runs it. The fields are `WorkerSpec`'s, read by name (a
+        test holds the two field lists equal); only two change form: `models` becomes
+        (folder, files) pairs and an unset `preload` none."""
+        same = {f.name: getattr(self, f.name) for f in dataclasses.fields(WorkerSpec)}
+        reshaped = {"models": tuple(self.models.items()), "preload": self.preload or ()}
+        return WorkerSpec(**(same | reshaped))
 
 
 class RestartConfig(BaseModel):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from gateway.serve import load_settings, to_spec
-from gateway.settings import Settings, resolve_workers
-from workers.launch import FarmLayout, emulator_argv
+from gateway.serve import load_settings
+from gateway.settings import Settings, WorkerConfig, resolve_workers
+from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 
 CONFIG = """
 port = 9000
@@ -125,7 +126,7 @@ def test_emulated_model_folders_reach_the_emulators_command_line(
     config.write_text(f'{worker}models = {{ unet = ["z.safetensors"], loras = [] }}\n')
     settings = load_settings(["--config", str(config)])
     assert settings.workers[0].models == {"diffusion_models": ("z.safetensors",), "loras": ()}
-    argv = emulator_argv(to_spec(settings.workers[0]), 8190, FarmLayout(tmp_path, tmp_path / "i"))
+    argv = emulator_argv(settings.workers[0].spec(), 8190, FarmLayout(tmp_path, tmp_path / "i"))
     assert argv[argv.index("--models") :][:4] == [
         "--models",
         "diffusion_models=z.safetensors",
@@ -142,3 +143,19 @@ def test_an_unknown_model_folder_is_refused_at_start() -> None:
         Settings(emulate_models={"weights": ["a.safetensors"]})
     with pytest.raises(ValueError, match="unknown model folder 'weights'"):
         Settings(workers=[{"name": "s", "emulate": "h200", "models": {"weights": []}}])
+
+
+def test_a_worker_config_has_the_fields_of_a_worker_spec_and_no_other() -> None:
+    assert list(WorkerConfig.model_fields) == [f.name for f in dataclasses.fields(WorkerSpec)]
+
+
+def test_a_worker_config_becomes_the_spec_with_its_models_as_pairs_and_no_preload() -> None:
+    config = WorkerConfig(
+        name="e0", group="g", gpu="0,1", emulate="h200", checkpoints=("a.safetensors",),
+        models={"vae": ("ae.safetensors",)}, port=8190, args=("--startup-s", "0"),
+    )  # fmt: skip
+    assert config.spec() == WorkerSpec(
+        name="e0", group="g", gpu="0,1", emulate="h200", checkpoints=("a.safetensors",),
+        models=(("vae", ("ae.safetensors",)),), port=8190, args=("--startup-s", "0"),
+    )  # fmt: skip
+    assert WorkerConfig(name="e1", preload=("a",)).spec().preload == ("a",)
