@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
+from bench.ws import until_done
 from gateway.serve import serve_argv
 from workers.launch import FarmLayout, WorkerSpec, emulator_argv
 from workers.ports import free_port
@@ -92,16 +93,7 @@ async def samples_ms(base_url: str, jobs: int, warmup: int = 10) -> list[float]:
             answer = await http.post(
                 "/prompt", json={"prompt": prompt(seed), "client_id": client_id}
             )
-            prompt_id = answer.json()["prompt_id"]
-            while True:
-                message = await ws.recv()
-                if isinstance(message, bytes):
-                    continue
-                event = json.loads(message)
-                data = event.get("data") or {}
-                done = event["type"] == "executing" and data.get("node") is None
-                if done and data.get("prompt_id") == prompt_id:
-                    break
+            await until_done(ws, answer.json()["prompt_id"])
             if seed >= warmup:
                 samples.append((time.perf_counter() - started) * 1000)
     return samples

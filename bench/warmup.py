@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from bench.ws import until_done
 from gateway.serve import serve_argv
 from workers.ports import free_port
 from workers.process import ChildProcess
@@ -72,15 +73,8 @@ def config_text(preload: bool, time_scale: float) -> str:
 async def job_seconds(http: httpx.AsyncClient, ws: ClientConnection, sid: str, seed: int) -> float:
     started = time.perf_counter()
     answer = await http.post("/prompt", json={"prompt": prompt(seed), "client_id": sid})
-    prompt_id = answer.json()["prompt_id"]
-    while True:
-        message = await ws.recv()
-        if isinstance(message, bytes):
-            continue
-        event = json.loads(message)
-        data = event.get("data") or {}
-        if event["type"] == "executing" and data == {"node": None, "prompt_id": prompt_id}:
-            return time.perf_counter() - started
+    await until_done(ws, answer.json()["prompt_id"])
+    return time.perf_counter() - started
 
 
 async def measure(url: str, warm: int) -> tuple[float, float]:
