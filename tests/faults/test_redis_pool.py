@@ -19,8 +19,7 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
-    start_emulators,
-    stop_emulators,
+    started_emulators,
     txt2img,
 )
 from workers.launch import FarmLayout
@@ -33,8 +32,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture
 async def gateway_url(redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
     layout = FarmLayout(tmp_path / "workers", tmp_path / "input", 0.01)
-    handles = start_emulators(layout, ["burst"])
-    try:
+    with started_emulators(layout, ["burst"]) as handles:
         settings = gateway_settings(redis_url, tmp_path, auth_token=TOKEN)
         async with running_gateway(settings, as_external(handles), layout.input_dir) as url:
             # Drained: the burst is only accepted, so the test measures intake, not the runs.
@@ -42,8 +40,6 @@ async def gateway_url(redis_url: str, tmp_path: Path) -> AsyncIterator[str]:
                 drain = await http.post(f"{url}/gateway/workers/burst/drain", headers=AUTH)
             assert drain.status_code == 200, drain.text
             yield url
-    finally:
-        stop_emulators(handles)
 
 
 async def test_200_concurrent_prompts_are_all_accepted(gateway_url: str) -> None:

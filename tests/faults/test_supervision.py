@@ -27,7 +27,7 @@ from tests.faults.farms import (
     write_config,
 )
 from tests.integration.clients import ComfyStyleClient
-from tests.integration.conftest import CHECKPOINTS, start_emulators, stop_emulators, txt2img
+from tests.integration.conftest import CHECKPOINTS, started_emulators, txt2img
 from tests.waiting import rounds_pass
 from workers.launch import FarmLayout
 
@@ -180,8 +180,7 @@ async def test_a_worker_slow_past_its_start_deadline_is_failed_and_the_farm_serv
     redis_url: str, tmp_path: Path
 ) -> None:
     layout = FarmLayout(tmp_path / "external", tmp_path / "input", 0.01)
-    good = start_emulators(layout, ["good"])
-    try:
+    with started_emulators(layout, ["good"]) as good:
         slow = emulated("slow", args=("--startup-s", "60"))
         external = emulated("good", url=good[0].url)
         settings = farm_settings(redis_url, tmp_path, [external, slow], worker_start_timeout_s=0.5)
@@ -191,8 +190,6 @@ async def test_a_worker_slow_past_its_start_deadline_is_failed_and_the_farm_serv
             assert record["pid"] is None, "the slow child was not stopped"
             async with _client(farm) as client:
                 assert await _serves(farm, client, seed=7) == "good"
-    finally:
-        stop_emulators(good)
 
 
 async def test_an_operator_restarts_drains_and_resumes_a_worker(

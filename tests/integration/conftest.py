@@ -8,7 +8,7 @@ import io
 import json
 import os
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,18 @@ def stop_emulators(handles: list[WorkerHandle]) -> None:
     for handle in handles:
         if handle.process is not None:
             handle.process.terminate(2)
+
+
+@contextmanager
+def started_emulators(
+    layout: FarmLayout, names: list[str], **spec: Any
+) -> Iterator[list[WorkerHandle]]:
+    """`start_emulators`, stopped again when the block ends (however it ends)."""
+    handles = start_emulators(layout, names, **spec)
+    try:
+        yield handles
+    finally:
+        stop_emulators(handles)
 
 
 def as_external(handles: list[WorkerHandle]) -> list[WorkerHandle]:

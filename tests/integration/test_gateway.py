@@ -23,8 +23,7 @@ from tests.integration.conftest import (
     gateway_settings,
     running_gateway,
     served_gateway,
-    start_emulators,
-    stop_emulators,
+    started_emulators,
     txt2img,
 )
 from tests.integration.prometheus import samples_of, value
@@ -253,8 +252,7 @@ async def test_a_crashed_worker_loses_its_jobs_back_to_the_queue(
     redis_url: str, tmp_path: Path
 ) -> None:
     layout = FarmLayout(tmp_path / "workers", tmp_path / "input", 0.01)
-    handles = start_emulators(layout, ["crashy", "steady"])
-    try:
+    with started_emulators(layout, ["crashy", "steady"]) as handles:
         settings = gateway_settings(redis_url, tmp_path, policy="round_robin")
         async with running_gateway(settings, handles, layout.input_dir) as url:
             async with httpx.AsyncClient() as http:
@@ -278,8 +276,6 @@ async def test_a_crashed_worker_loses_its_jobs_back_to_the_queue(
             workers = (await client.http.get("/gateway/workers")).json()["workers"]
             assert {w["name"]: w["state"] for w in workers}["crashy"] == "lost"
             await client.close()
-    finally:
-        stop_emulators(handles)
 
 
 async def test_accepted_jobs_survive_a_redis_crash(

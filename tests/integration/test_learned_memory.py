@@ -11,8 +11,7 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
-    start_emulators,
-    stop_emulators,
+    started_emulators,
     txt2img,
 )
 from workers.launch import FarmLayout
@@ -29,9 +28,8 @@ async def learned_of(client: ComfyStyleClient) -> dict[str, Any]:
 async def test_a_restarted_gateway_shows_the_speeds_it_learned_before(
     redis_url: str, tmp_path: Path, farm_layout: FarmLayout
 ) -> None:
-    handles = start_emulators(farm_layout, ["remembers"])
     settings = gateway_settings(redis_url, tmp_path)
-    try:
+    with started_emulators(farm_layout, ["remembers"]) as handles:
         async with running_gateway(settings, as_external(handles), farm_layout.input_dir) as url:
             client = ComfyStyleClient(url)
             await client.open()
@@ -47,8 +45,6 @@ async def test_a_restarted_gateway_shows_the_speeds_it_learned_before(
             client = ComfyStyleClient(url)
             after = await learned_of(client)
             await client.http.aclose()
-    finally:
-        stop_emulators(handles)
     assert after["restored"] is True
     assert after["restored_from"]["node"] == "test"
     assert after["families"] == before["families"]
@@ -70,10 +66,9 @@ async def test_a_fresh_farm_learns_what_ran_and_a_cached_sampler_teaches_nothing
     """ComfyUI's websockets_api_example.py four times (the same graph: the first loads, the
     others are cached end to end), then its ws-images variant (its sampler cached): the family
     is learned from the one sampler that ran; the cached run changes nothing, in Redis either."""
-    handles = start_emulators(farm_layout, ["learns"])
     settings = gateway_settings(redis_url, tmp_path)
     prompt = txt2img(CHECKPOINTS[2], "example", seed=5, steps=20, size=1024)
-    try:
+    with started_emulators(farm_layout, ["learns"]) as handles:
         async with running_gateway(settings, as_external(handles), farm_layout.input_dir) as url:
             client = ComfyStyleClient(url)
             await client.open()
@@ -87,8 +82,6 @@ async def test_a_fresh_farm_learns_what_ran_and_a_cached_sampler_teaches_nothing
             client = ComfyStyleClient(url)
             restored = await learned_of(client)
             await client.http.aclose()
-    finally:
-        stop_emulators(handles)
     assert set(learned["families"]) == {"sdxl"}
     assert learned["families"]["sdxl"]["units_per_s"] > 0
     assert after["families"] == learned["families"]

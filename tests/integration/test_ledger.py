@@ -10,8 +10,7 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
-    start_emulators,
-    stop_emulators,
+    started_emulators,
     txt2img,
 )
 from workers.launch import FarmLayout, WorkerHandle
@@ -74,9 +73,8 @@ async def test_phase_stats_and_the_diagnosis_of_a_cold_first_job(
     # its first job pays the one-time costs; a larger time scale than the shared emulators,
     # so that the gateway's clock times each node well on a busy machine
     layout = FarmLayout(tmp_path / "workers", tmp_path / "input", 0.05)
-    fresh = start_emulators(layout, ["ledger0"])
     settings = gateway_settings(redis_url, tmp_path)
-    try:
+    with started_emulators(layout, ["ledger0"]) as fresh:
         async with running_gateway(settings, as_external(fresh), layout.input_dir) as url:
             client = ComfyStyleClient(url)
             await client.open()
@@ -88,8 +86,6 @@ async def test_phase_stats_and_the_diagnosis_of_a_cold_first_job(
                 bad = await client.http.get("/gateway/phases", params={"by": "colour"})
             finally:
                 await client.close()
-    finally:
-        stop_emulators(fresh)
     assert body["jobs"] == 3
     [shape] = body["groups"].values()
     assert shape["cold"]["exec_s"]["n"] == 1 and shape["warm"]["exec_s"]["n"] == 2

@@ -22,8 +22,7 @@ from tests.integration.conftest import (
     as_external,
     gateway_settings,
     running_gateway,
-    start_emulators,
-    stop_emulators,
+    started_emulators,
     txt2img,
 )
 from workers.launch import FarmLayout, WorkerHandle
@@ -169,8 +168,7 @@ async def test_installed_template_packages_are_served_as_comfyui_serves_them(
 async def test_jobs_lists_running_pending_and_finished_prompts_in_comfyui_shape(
     redis_url: str, tmp_path: Path, farm_layout: FarmLayout
 ) -> None:
-    handles = start_emulators(farm_layout, ["jobs0"])
-    try:
+    with started_emulators(farm_layout, ["jobs0"]) as handles:
         async with gateway(redis_url, tmp_path, handles, farm_layout.input_dir) as http:
             client = ComfyStyleClient(str(http.base_url))
             await client.open()
@@ -226,8 +224,6 @@ async def test_jobs_lists_running_pending_and_finished_prompts_in_comfyui_shape(
             await client.wait(running)
             assert (await client.job(waiting[-1]))["state"] == "cancelled"
             await client.close()
-    finally:
-        stop_emulators(handles)
 
 
 @pytest.mark.parametrize(
@@ -355,8 +351,7 @@ async def test_moving_a_file_out_of_the_user_folder_is_refused(
 async def test_clear_removes_only_the_callers_own_queue_and_history(
     redis_url: str, tmp_path: Path, farm_layout: FarmLayout
 ) -> None:
-    handles = start_emulators(farm_layout, ["clr0"])
-    try:
+    with started_emulators(farm_layout, ["clr0"]) as handles:
         async with gateway(redis_url, tmp_path, handles, farm_layout.input_dir) as http:
             mine, theirs = (
                 ComfyStyleClient(str(http.base_url)),
@@ -390,8 +385,6 @@ async def test_clear_removes_only_the_callers_own_queue_and_history(
             await http.post("/queue", json={"delete": [their_waiting]})
             await mine.close()
             await theirs.close()
-    finally:
-        stop_emulators(handles)
 
 
 async def test_a_browser_clears_what_its_own_websockets_queued(
@@ -444,9 +437,8 @@ async def test_an_upload_is_listed_by_object_info_at_once(
 async def test_a_prompt_naming_a_file_added_behind_the_gateway_is_asked_of_the_workers(
     redis_url: str, tmp_path: Path, farm_layout: FarmLayout
 ) -> None:
-    handles = start_emulators(farm_layout, ["cat0"])
     name = f"behind_{uuid.uuid4().hex[:8]}.png"
-    try:
+    with started_emulators(farm_layout, ["cat0"]) as handles:
         # Workers by URL, no shared input folder known: only their lists tell what exists.
         async with gateway(redis_url, tmp_path, handles, None, catalog_refresh_s=3600) as http:
             async with httpx.AsyncClient(base_url=handles[0].url) as worker:
@@ -458,16 +450,13 @@ async def test_a_prompt_naming_a_file_added_behind_the_gateway_is_asked_of_the_w
             errors = refused.json()["node_errors"]["1"]["errors"]
             assert errors[0]["type"] == "value_not_in_list"
             assert (await http.get("/api/jobs/" + accepted.json()["prompt_id"])).status_code == 200
-    finally:
-        stop_emulators(handles)
 
 
 async def test_object_info_is_read_again_on_a_schedule(
     redis_url: str, tmp_path: Path, farm_layout: FarmLayout
 ) -> None:
-    handles = start_emulators(farm_layout, ["sch0"])
     name = f"sched_{uuid.uuid4().hex[:8]}.png"
-    try:
+    with started_emulators(farm_layout, ["sch0"]) as handles:
         async with gateway(redis_url, tmp_path, handles, None, catalog_refresh_s=0.2) as http:
             (farm_layout.input_dir / name).write_bytes(images.png((1, 2, 3)))
 
@@ -476,5 +465,3 @@ async def test_object_info_is_read_again_on_a_schedule(
                 return name in info["LoadImage"]["input"]["required"]["image"][0]
 
             await until(listed, f"{name} never listed by the scheduled refresh")
-    finally:
-        stop_emulators(handles)
