@@ -1,7 +1,7 @@
 """Which checkpoints real ComfyUI keeps under each cache mode, beside the emulator's prediction.
 
 ComfyUI's `--cache-lru N` keeps N node results, not N checkpoints; a checkpoint stays loaded
-only while its loader's result is cached (`workers/emulator/residency.py`). This starts one
+only while its loader's result is cached (`workers/emulator/card/residency.py`). This starts one
 ComfyUI per cache mode, all on one GPU at once, sends each the same one-after-another
 sequence of txt2img prompts (fresh seeds) over three SD1.5 checkpoints, and records per job
 whether the loader ran (the client heard it execute: a reload) and the latency. Beside each
@@ -27,10 +27,10 @@ from typing import Any
 
 from bench.real_gpu import A, B, C, Recorder
 from workers.comfy.flags import LaunchFlags
-from workers.emulator.profiles import load_profile
-from workers.emulator.residency import Residency
-from workers.ports import free_port
-from workers.process import ChildProcess
+from workers.emulator.card.profiles import load_profile
+from workers.emulator.card.residency import Residency
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
 LETTERS = {"A": A, "B": B, "C": C}
 SEQUENCE = "ABCABC" + "ABAB" + "AAAAB"

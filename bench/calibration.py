@@ -2,7 +2,7 @@
 
 Run: `.venv/bin/python -m bench.calibration [--data DIR] [--out FILE]`
 
-Emulated times come from `workers.emulator.costmodel.job_phases` at time scale 1 (computed,
+Emulated times come from `workers.emulator.card.costmodel.job_phases` at time scale 1 (computed,
 not slept), with `Residency` deciding each job's load tier, so this checks the same code the
 emulator and the scheduler simulator use. Sources:
 - the summary tables of `calibration/README.md` (the targets, built in below);
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from workers.comfy.flags import LaunchFlags
-from workers.emulator.costmodel import CostModel, JobShape, LoadTier, PhaseTimes, job_phases
-from workers.emulator.profiles import load_profile
-from workers.emulator.residency import Residency
+from workers.emulator.card.costmodel import CostModel, JobShape, LoadTier, PhaseTimes, job_phases
+from workers.emulator.card.profiles import load_profile
+from workers.emulator.card.residency import Residency
 
 TOLERANCE = 0.25
 REAL_TOLERANCE = 0.15

@@ -40,10 +40,10 @@ from bench.sim.scenario import Scenario, build_policy, cards_of, initial_models,
 from bench.sim.trace import SimJob, catalogue
 from gateway.scheduler.policy import slots_per_worker
 from gateway.serve import serve_argv
-from workers.ports import free_port
-from workers.process import ChildProcess
 from workers.readiness import NotReady, Pacing, await_until
-from workers.warmup import LATENT, LOADER, SAMPLER, warmup_prompt
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
+from workers.warmup.prompts import LATENT, LOADER, SAMPLER, warmup_prompt
 
 POLICIES = ("swarm_like", "ect_greedy", "affinity")
 BOUNDED = "round_robin"

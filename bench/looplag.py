@@ -21,7 +21,7 @@ from pathlib import Path
 import gateway.scheduler  # noqa: F401  (registers the policies)
 from bench.decision.snapshots import Size, build_snapshot
 from bench.machine import describe
-from gateway.dispatcher import OFF_LOOP_AT, STEP_S, decide
+from gateway.dispatch.dispatcher import OFF_LOOP_AT, STEP_S, decide
 from gateway.scheduler.policy import Stepwise, make_policy
 from gateway.scheduler.snapshot import Snapshot
 from gateway.serve import SWITCH_INTERVAL_S

@@ -41,10 +41,10 @@ from websockets.asyncio.client import connect
 
 from bench.ws import until_done
 from gateway.serve import serve_argv
-from workers.launch import FarmLayout, WorkerSpec, emulator_argv
-from workers.ports import free_port
-from workers.process import ChildProcess
 from workers.readiness import Pacing, answers_200, wait_until
+from workers.supervision.launch import FarmLayout, WorkerSpec, emulator_argv
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
 TRANSCRIPT = Path(__file__).parents[1] / "tests" / "contract" / "ws_transcript.json"
 CHECKPOINT = "v1-5-pruned-emaonly.safetensors"

@@ -45,10 +45,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from bench.live import prompt_of
 from bench.sim.trace import Checkpoint, SimJob, draw_shape
 from workers.comfy.families import family_of
-from workers.ports import free_port
-from workers.process import ChildProcess
 from workers.readiness import NotReady, Pacing, await_until
-from workers.warmup import LOADER
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
+from workers.warmup.prompts import LOADER
 
 POLICIES = ("affinity", "least_outstanding", "swarm_like", "round_robin")
 DEFAULT_POLICY = "affinity"

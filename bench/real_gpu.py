@@ -54,9 +54,9 @@ from bench.live import wait_ready
 from bench.quickstart import Client, Job
 from gateway.serve import serve_argv
 from workers.comfy.families import family_of
-from workers.ports import free_port
-from workers.process import ChildProcess
-from workers.warmup import LATENT, SAMPLER, native_size_px, warmup_prompt
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
+from workers.warmup.prompts import LATENT, SAMPLER, native_size_px, warmup_prompt
 
 POLICIES = ("affinity", "swarm_like", "round_robin", "least_outstanding", "ect_greedy")
 CASES = ("first", "sequential", "burst", "trace", "zipf", "solo", "overhead", "direct", "kill")

@@ -29,7 +29,7 @@ from bench.sim.metrics import summarise
 from bench.sim.scenario import build_policy
 from bench.sim.trace import SimJob
 from gateway.scheduler.policy import slots_per_worker
-from workers.emulator.costmodel import JobShape
+from workers.emulator.card.costmodel import JobShape
 
 STEPS_NOTE = (
     f"txt2img prompts with fresh seeds ({cache_lru.STEPS} steps, 512x512) one after another "

@@ -38,14 +38,14 @@ import redis.asyncio as aioredis
 from bench.machine import describe
 from bench.overhead import TRANSCRIPT, prompt
 from bench.sim.report import fmt, table
-from gateway.accept import Acceptor
-from gateway.history import gateway_entry
-from gateway.jobs import JobStore, StoreLimits
-from gateway.keys import Keys
-from gateway.models import JobState, NewJob
+from gateway.api.intake import Acceptor
+from gateway.farm.catalog import FarmCatalog
+from gateway.jobs.history import gateway_entry
+from gateway.jobs.keys import Keys
+from gateway.jobs.models import JobState, NewJob
+from gateway.jobs.store import JobStore, StoreLimits
 from gateway.redis_server import EmbeddedRedis
 from gateway.scheduler.snapshot import Why
-from gateway.validation import FarmCatalog
 from workers.comfy.catalog import Catalog
 from workers.comfy.folders import with_file_lists
 from workers.emulator.catalog import recorded

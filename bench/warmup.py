@@ -29,8 +29,8 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from bench.ws import until_done
 from gateway.serve import serve_argv
-from workers.ports import free_port
-from workers.process import ChildProcess
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
 TRANSCRIPT = Path(__file__).parents[1] / "tests" / "contract" / "ws_transcript.json"
 CHECKPOINT = "sd_xl_base_1.0.safetensors"

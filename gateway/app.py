@@ -17,7 +17,6 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from gateway.accept import Acceptor, Checks
 from gateway.api import (
     compat,
     dashboard,
@@ -33,34 +32,35 @@ from gateway.api import (
     userdata,
     ws,
 )
-from gateway.auth import TokenGuard
-from gateway.browsers import Browsers
-from gateway.context import Context
+from gateway.api.auth import TokenGuard
+from gateway.api.browsers import Browsers
+from gateway.api.deps import Context
+from gateway.api.file_roots import FileRoots
+from gateway.api.intake import Acceptor, Checks
+from gateway.api.origin import OriginGuard
+from gateway.api.template_folders import find_template_folders
+from gateway.api.user_store import UserData
+from gateway.api.webroot import find_web_root
+from gateway.dispatch.links import Links, WorkerLink
+from gateway.dispatch.relay import relay_sid
 from gateway.errors import GatewayError, Unavailable, error_body
-from gateway.farm import Farm, FarmSettings, LocalWorkers
-from gateway.file_roots import FileRoots
-from gateway.hub import Hub
-from gateway.jobs import JobStore, StoreLimits
-from gateway.keys import Keys
+from gateway.events.hub import Hub
+from gateway.farm.catalog import FarmCatalog
+from gateway.farm.node import Farm, FarmSettings, LocalWorkers
+from gateway.jobs.keys import Keys
+from gateway.jobs.models import NewJob
+from gateway.jobs.store import JobStore, StoreLimits
 from gateway.ledger.experiments import Experiments
-from gateway.links import Links, WorkerLink
-from gateway.liveness import LivenessSettings
-from gateway.models import NewJob
-from gateway.origin import OriginGuard
 from gateway.peers.client import PeerClient
 from gateway.peers.membership import Membership, NodeAddress
+from gateway.recovery.liveness import LivenessSettings
 from gateway.redis_keeper import RedisHealth
-from gateway.relay import relay_sid
 from gateway.scheduler.policy import Policy, make_policy
+from gateway.scheduler.timescale import in_emulated_time
 from gateway.settings import Settings
-from gateway.templates import find_template_folders
-from gateway.timescale import in_emulated_time
-from gateway.userdata import UserData
-from gateway.validation import FarmCatalog
-from gateway.webroot import find_web_root
 from workers.client import ComfyClient, WorkerError
-from workers.launch import WorkerHandle
-from workers.supervisor import Supervisor
+from workers.supervision.launch import WorkerHandle
+from workers.supervision.supervisor import Supervisor
 from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 def load_policy(name: str) -> Policy:
     """Pick a registered policy by name (the scheduler package registers its own on import)."""
-    importlib.import_module("gateway.scheduler.basic")
+    importlib.import_module("gateway.scheduler.policies.baselines")
     return make_policy(name)
 
 

@@ -34,7 +34,7 @@ def _ab(argv: Sequence[str]) -> int:
 
 
 def _tune(argv: Sequence[str]) -> int:
-    from gateway.tune import main
+    from gateway.ledger.tune import main
 
     return main(argv)
 

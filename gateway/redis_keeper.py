@@ -1,7 +1,8 @@
 """Supervision of the embedded Redis, as of a worker: restarted with backoff when it exits
 (its AOF keeps the jobs), given up on when it is broken at start or flaps (then `/healthz`
 fails, so the service manager restarts the gateway). The pure restart policy is the workers'
-(`workers.restart`); Redis' restart itself is noticed and repaired by `gateway.restarts`."""
+(`workers.supervision.restart`); Redis' restart itself is noticed and repaired by
+`gateway.recovery.redis_repair`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from dataclasses import dataclass
 
 from gateway import tasks
 from gateway.redis_server import EmbeddedRedis, RedisServerError
-from workers.restart import ExitRecord, GiveUp, RestartSettings, describe_exit, next_restart
+from workers.supervision.restart import (
+    ExitRecord,
+    GiveUp,
+    RestartSettings,
+    describe_exit,
+    next_restart,
+)
 
 log = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import redis
 
-from workers.ports import free_port
-from workers.process import die_with_parent
 from workers.readiness import NotReady, wait_until
+from workers.supervision.ports import free_port
+from workers.supervision.process import die_with_parent
 
 log = logging.getLogger(__name__)
 

@@ -19,16 +19,16 @@ from pydantic import ValidationError
 from gateway import tasks
 from gateway.app import create_app
 from gateway.data_dir_lock import DataDirBusy, DataDirLock
+from gateway.farm.describe import vram_of
 from gateway.http_protocol import uvicorn_options
 from gateway.peers.identity import node_name
 from gateway.redis_keeper import RedisHealth, RedisKeeper
 from gateway.redis_server import EmbeddedRedis
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from gateway.shutdown import GatewayServer
-from gateway.status import vram_of
 from workers.gpus import visible_gpus
-from workers.launch import FarmLayout, WorkerHandle, WorkerSpec
-from workers.supervisor import Supervisor, emulated_vram
+from workers.supervision.launch import FarmLayout, WorkerHandle, WorkerSpec
+from workers.supervision.supervisor import Supervisor, emulated_vram
 from workers.telemetry import Telemetry
 
 log = logging.getLogger("gateway")

@@ -22,15 +22,15 @@ from pydantic_settings import (
 
 from gateway.ledger.experiments import Experiment
 from gateway.scheduler import DEFAULT_POLICY
+from workers.comfy.launch_args import FlagError, check_args
 from workers.comfy.modelfolders import model_folder
-from workers.comfyargs import FlagError, check_args
-from workers.emulator_options import split_emulator_options
 from workers.gpus import parse_gpu_slots
-from workers.launch import WorkerSpec
-from workers.logs import MIB
-from workers.managed import SupervisionSettings
-from workers.restart import RestartSettings
-from workers.warmup import PROBE_STEPS
+from workers.supervision.emulator_options import split_emulator_options
+from workers.supervision.launch import WorkerSpec
+from workers.supervision.logs import MIB
+from workers.supervision.restart import RestartSettings
+from workers.supervision.worker import SupervisionSettings
+from workers.warmup.prompts import PROBE_STEPS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_EMULATED = 2
@@ -103,7 +103,7 @@ class WorkerConfig(BaseModel):
 
 
 class RestartConfig(BaseModel):
-    """`[restart]`: backoff after a crash, and when to give up (`workers.restart`)."""
+    """`[restart]`: backoff after a crash, and when to give up (`workers.supervision.restart`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -214,7 +214,7 @@ class Settings(BaseSettings):
     worker_log_backups: int = 3
     worker_request_timeout_s: float = 30.0
     liveness_interval_s: float = Field(default=1.0, gt=0)
-    """How often each worker's HTTP is probed (`gateway.liveness`)."""
+    """How often each worker's HTTP is probed (`gateway.recovery.liveness`)."""
     liveness_timeout_s: float = Field(default=2.0, gt=0)
     """A worker that does not answer the probe within this leaves the ready set until it
     answers again; farm-wide routes (`/system_stats`, `/models`, ...) wait no longer for one."""

@@ -15,7 +15,7 @@ from bench.sim.trace import Checkpoint, catalogue, mix, shape_classes
 from gateway.scheduler import queue
 from gateway.scheduler.cost import run_s, touch
 from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
-from workers.emulator.costmodel import LoadTier
+from workers.emulator.card.costmodel import LoadTier
 
 CASES = ("burst", "steady")
 CARDS = ("h200", "rtx4070ti", "h200@lru8", "rtx4070ti")

@@ -210,12 +210,13 @@ def _learned(args: argparse.Namespace, command: str) -> None:
         )
     ]
     note = (
-        "Learned: `gateway.scheduler.speed`, seeded as the gateway's warm-up seeds it (a speed "
+        "Learned: `gateway.learning.speed`, seeded as the gateway's warm-up seeds it (a speed "
         "probe of each worker's first checkpoint; other families from their first warm job) and "
         "fed every warm job's seconds (jobs that loaded teach no speed). Fitted: a least-squares "
         "fit of the same model (fixed + work / speed) to the true warm times of the trace's job "
         "shapes, with the true load seconds for the tier a model would load from. Learned also "
-        "learns load seconds as the gateway does (`gateway.learning`: the warm-up's cold read "
+        "learns load seconds as the gateway does (`gateway.learning.learn`: the warm-up's cold "
+        "read "
         "first, then measured loads)."
     )
     rp.write(

@@ -22,7 +22,7 @@ import numpy as np
 from bench.sim.costs import Card
 from bench.sim.lp import maximise
 from bench.sim.trace import SimJob
-from workers.emulator.costmodel import JobShape, LoadTier
+from workers.emulator.card.costmodel import JobShape, LoadTier
 
 
 def capacity_per_s(cards: Sequence[Card], shapes: Sequence[tuple[JobShape, float]]) -> float:

@@ -15,8 +15,8 @@ import numpy as np
 
 from bench.sim.farm import WorkerSpec
 from workers.comfy.flags import CacheMode, LaunchFlags
-from workers.emulator.costmodel import CostModel, JobShape, LoadTier, job_phases
-from workers.emulator.profiles import load_profile
+from workers.emulator.card.costmodel import CostModel, JobShape, LoadTier, job_phases
+from workers.emulator.card.profiles import load_profile
 
 
 @dataclass

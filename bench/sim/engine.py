@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 
 from bench.sim.costs import Card
 from bench.sim.trace import SimJob
-from gateway.learning import Finished, Knowledge, speed_views
-from gateway.learning import learn as gateway_learn
-from gateway.scheduler import demand
-from gateway.scheduler import speed as learned
+from gateway.learning import demand
+from gateway.learning import speed as learned
+from gateway.learning.learn import Finished, Knowledge, speed_views
+from gateway.learning.learn import learn as gateway_learn
 from gateway.scheduler.cost import load_s as expected_load_s
 from gateway.scheduler.cost import models_of, run_s, touch
 from gateway.scheduler.estimates import with_estimates
@@ -34,9 +34,9 @@ from gateway.scheduler.policy import EARLY_CAPACITY, Policy
 from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from gateway.scheduler.takeback import take_backs
-from workers.emulator.costmodel import JobShape, LoadTier, job_phases
-from workers.emulator.residency import Residency
-from workers.warmup import PROBE_STEPS, native_size_px, probe_work_units
+from workers.emulator.card.costmodel import JobShape, LoadTier, job_phases
+from workers.emulator.card.residency import Residency
+from workers.warmup.prompts import PROBE_STEPS, native_size_px, probe_work_units
 
 
 class ContractError(AssertionError):
@@ -59,7 +59,7 @@ class SimConfig:
     demand_half_life_s: float = 60.0
     stall_s: float = 600.0
     learned_speeds: bool = False
-    """Give policies what the gateway would have learned (`gateway.learning`: speeds and load
+    """Give policies what the gateway would have learned (`gateway.learning.learn`: speeds and load
     seconds, seeded by the warm-up of each worker's first checkpoint, then learned from every
     finished job) instead of speeds fitted to the true costs and the true load seconds."""
 
@@ -292,7 +292,8 @@ class Simulator:
 
     def believed(self, worker: WorkerState) -> WorkerView:
         """Its speeds and loads as the gateway's dispatcher believes them
-        (`gateway.estimated`): its own, and estimates of what it never measured from what is
+        (`gateway.dispatch.estimated`): its own, and estimates of what it never measured from what
+        is
         known of it and of the farm (`gateway.scheduler.estimates.with_estimates`)."""
         if self._believed is None:
             views = with_estimates([self.learned_view(w) for w in self.workers.values()])
@@ -368,7 +369,7 @@ class Simulator:
 
 def card_of(card: Card) -> str:
     """The card a simulated worker is compared by, as the gateway names an emulated one
-    (`gateway.links.WorkerLink.card`)."""
+    (`gateway.dispatch.links.WorkerLink.card`)."""
     return f"emulated {card.spec.profile}"
 
 
@@ -403,7 +404,7 @@ def _worker(
 
 def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
     """What the gateway knows of a worker once its warm-up of `checkpoint` ran
-    (`gateway.supervision.Supervision.seed`): the cold read from disk as the load of the
+    (`gateway.recovery.lifecycle.Supervision.seed`): the cold read from disk as the load of the
     checkpoint and of its family, the speed probe (one warm job of `PROBE_STEPS` at the family's
     native size) as its family's speed. Other families stay unmeasured until a job of theirs runs
     (placement estimates them from the farm meanwhile: `gateway.scheduler.estimates`)."""
@@ -419,7 +420,8 @@ def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
 
 def learn(worker: WorkerState, record: JobRecord) -> None:
     """Feed a finished job to the worker's knowledge through the gateway's own learning
-    (`gateway.learning.learn`), timed as the gateway times it (`gateway.timing`): the loader
+    (`gateway.learning.learn.learn`), timed as the gateway times it (`gateway.learning.timing`): the
+    loader
     node, the rest, and the sampler's set-up before its first step (the copy to VRAM)."""
     assert worker.knowledge is not None
     shape = record.job.shape

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from workers.emulator.costmodel import JobShape
+from workers.emulator.card.costmodel import JobShape
 
 FAMILIES = ("sd15", "sdxl")
 

@@ -10,16 +10,16 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from gateway.browsers import COOKIE as BROWSER_COOKIE
-from gateway.browsers import valid_browser_id
-from gateway.context import AUTH_HINT, Context, Ctx, get_context, is_operator, read_body
+from gateway.api.browsers import COOKIE as BROWSER_COOKIE
+from gateway.api.browsers import valid_browser_id
+from gateway.api.deps import AUTH_HINT, Context, Ctx, get_context, is_operator, read_body
+from gateway.api.schemas import parse_id_list, parse_json
+from gateway.dispatch.links import WorkerLink
 from gateway.errors import BadRequest, Forbidden
-from gateway.history import gateway_block
-from gateway.links import WorkerLink
-from gateway.models import HELD, JobRecord, JobState
+from gateway.jobs.history import gateway_block
+from gateway.jobs.models import HELD, JobRecord, JobState
 from gateway.peers import forward
 from gateway.peers.client import from_peer
-from gateway.schemas import parse_id_list, parse_json
 from workers.client import WorkerError
 
 router = APIRouter()

@@ -15,8 +15,8 @@ from importlib import resources
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from gateway.context import Context, Ctx
-from gateway.dashboard import snapshot
+from gateway.api.dashboard_view import snapshot
+from gateway.api.deps import Context, Ctx
 
 router = APIRouter()
 

@@ -10,11 +10,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from gateway.context import Context, Ctx, read_body, require_token
+from gateway.api.deps import Context, Ctx, read_body, require_token
+from gateway.dispatch.links import WorkerLink
 from gateway.errors import BadRequest, Conflict, NotFound
-from gateway.links import WorkerLink
-from gateway.models import JobState
-from gateway.recovery import CRASHED
+from gateway.jobs.models import JobState
+from gateway.recovery.leases import CRASHED
 from gateway.settings import NAME_RE, WorkerConfig
 
 router = APIRouter()

@@ -1,7 +1,7 @@
 """Files: /view streamed from the worker that wrote the file, uploads into the shared inputs.
 
 Output and temp files are reported with the worker's name as the first part of `subfolder`
-(see gateway.history); /view takes it off and asks that worker. Input files live in the one
+(see gateway.jobs.history); /view takes it off and asks that worker. Input files live in the one
 input folder every worker shares, so any worker can serve them and an upload through any
 worker is seen by all.
 """
@@ -19,10 +19,10 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Message
 
-from gateway.context import Context, Ctx, read_body
+from gateway.api.deps import Context, Ctx, read_body
+from gateway.dispatch.links import WorkerLink
 from gateway.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
-from gateway.history import NAMESPACED_TYPES, namespace_output, split_namespace
-from gateway.links import WorkerLink
+from gateway.jobs.history import NAMESPACED_TYPES, namespace_output, split_namespace
 from gateway.peers import forward
 from gateway.peers.client import PeerError, from_peer
 from gateway.peers.registry import NodeRecord

@@ -9,10 +9,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, HTMLResponse
 
-from gateway.browsers import COOKIE as BROWSER_COOKIE
-from gateway.browsers import new_browser_id, valid_browser_id
-from gateway.context import Ctx
-from gateway.webroot import WebRoot
+from gateway.api.browsers import COOKIE as BROWSER_COOKIE
+from gateway.api.browsers import new_browser_id, valid_browser_id
+from gateway.api.deps import Ctx
+from gateway.api.webroot import WebRoot
 
 router = APIRouter()
 
@@ -31,7 +31,7 @@ NO_FRONTEND = """<!doctype html>
 
 @router.get("/", include_in_schema=False)
 async def root(request: Request, ctx: Ctx) -> Response:
-    """The editor's page; a browser without one gets its id cookie (`gateway.browsers`)."""
+    """The editor's page; a browser without one gets its id cookie (`gateway.api.browsers`)."""
     if ctx.web_root is None:
         return HTMLResponse(NO_FRONTEND, status_code=404)
     page = FileResponse(ctx.web_root.index, headers=NO_CACHE)

@@ -10,9 +10,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
-from gateway.context import Context, Ctx
+from gateway.api.deps import Context, Ctx
+from gateway.dispatch.links import WorkerLink
 from gateway.errors import Unavailable
-from gateway.links import WorkerLink
 from workers.client import WorkerError, WorkerNoAnswer
 
 router = APIRouter()

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from gateway.api.compat import current_queue, json_body
-from gateway.context import Context, Ctx
-from gateway.joblist import (
+from gateway.api.deps import Context, Ctx
+from gateway.api.joblist import (
     HISTORY_STATUSES,
     SORT_KEYS,
     JobQuery,
@@ -26,7 +26,7 @@ from gateway.joblist import (
     queue_job,
     select,
 )
-from gateway.models import JobRecord, JobState
+from gateway.jobs.models import JobRecord, JobState
 
 router = APIRouter()
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from gateway.context import Context, Ctx, read_body, require_token
+from gateway.api.deps import Context, Ctx, read_body, require_token
 from gateway.errors import BadRequest, Conflict, NotFound, Unavailable
 from gateway.ledger import abreport, aggregate
 from gateway.ledger.experiments import Experiment, Experiments, describe

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gateway.context import Ctx
+from gateway.api.deps import Ctx
 from gateway.metrics.scraped import render
 
 router = APIRouter()

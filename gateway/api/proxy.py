@@ -17,8 +17,8 @@ import httpx
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
+from gateway.api.deps import Context, Ctx, read_body
 from gateway.api.frontend import static_file
-from gateway.context import Context, Ctx, read_body
 from gateway.errors import Unavailable, UriTooLong
 from workers.client import WorkerError
 

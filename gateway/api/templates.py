@@ -1,4 +1,5 @@
-"""`GET /templates/{file}`: the workflow templates the web frontend browses (`gateway.templates`).
+"""`GET /templates/{file}`: the workflow templates the web frontend browses
+(`gateway.api.template_folders`).
 
 From the template packages installed beside the gateway when there are any (as ComfyUI serves
 its own); else from a worker, since a real ComfyUI worker serves the ones installed with it (and
@@ -13,10 +14,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 
+from gateway.api.deps import Ctx
 from gateway.api.frontend import cache_headers
 from gateway.api.proxy import open_upstream, streamed
-from gateway.context import Ctx
-from gateway.templates import empty_index
+from gateway.api.template_folders import empty_index
 
 router = APIRouter()
 

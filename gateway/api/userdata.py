@@ -1,4 +1,4 @@
-"""ComfyUI's user routes, answered by the gateway from its one store (`gateway.userdata`):
+"""ComfyUI's user routes, answered by the gateway from its one store (`gateway.api.user_store`):
 `/users`, `/settings`, `/settings/{id}`, `/userdata`, `/v2/userdata`, `/userdata/{file}`
 and `/userdata/{file}/move/{dest}`, with ComfyUI's statuses and plain-text refusals.
 """
@@ -13,9 +13,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 
 from gateway.api.compat import json_body
-from gateway.context import Ctx, read_body
-from gateway.schemas import parse_json
-from gateway.userdata import DEFAULT_USER, UserData
+from gateway.api.deps import Ctx, read_body
+from gateway.api.schemas import parse_json
+from gateway.api.user_store import DEFAULT_USER, UserData
 
 router = APIRouter()
 

@@ -10,11 +10,11 @@ import uuid
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from gateway import tasks
-from gateway.browsers import COOKIE as BROWSER_COOKIE
-from gateway.browsers import valid_browser_id
-from gateway.context import Context, get_context
-from gateway.events import status_message
-from gateway.hub import ClientSocket
+from gateway.api.browsers import COOKIE as BROWSER_COOKIE
+from gateway.api.browsers import valid_browser_id
+from gateway.api.deps import Context, get_context
+from gateway.events.frames import status_message
+from gateway.events.hub import ClientSocket
 from workers.comfy.messages import EventKind
 
 router = APIRouter()

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from gateway.dispatch.links import Held, WorkerLink
+from gateway.jobs.models import JobRecord
 from gateway.ledger.record import Placed, Times, ledger
-from gateway.links import Held, WorkerLink
-from gateway.models import JobRecord
 
 
 class LedgerBook:

@@ -24,9 +24,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.keys import Keys
+from gateway.jobs.keys import Keys
+from gateway.jobs.models import NewJob
 from gateway.ledger.record import shape_of
-from gateway.models import NewJob
 
 REFRESH_S = 1.0
 """How stale this node's copy of the experiments stored in Redis may be."""

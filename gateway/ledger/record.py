@@ -2,7 +2,8 @@
 
 A job's time splits into queue wait (accepted until claimed for this attempt), dispatch (sent
 until the worker's `execution_start`) and execution, which the node clock of the relay
-(`gateway.timing.NodeClock`: a node runs from its `executing` to the next) splits into phases
+(`gateway.learning.timing.NodeClock`: a node runs from its `executing` to the next) splits into
+phases
 by node class: load (loader nodes), encode (text encoders), sample (sampler nodes), decode
 (VAE decode), save (output nodes) and other (the rest, and what no node covers). Nodes listed
 in `execution_cached` ran for nothing and are recorded as cached. With it go the facts that
@@ -21,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.timing import NodeClock, is_loader, loaders_cached, trusted
+from gateway.learning.timing import NodeClock, is_loader, loaders_cached, trusted
 from workers.comfy.families import family_of
 
 PHASES = ("load", "encode", "sample", "decode", "save", "other")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from gateway.models import JobRecord, JobState
+from gateway.jobs.models import JobRecord, JobState
 from workers.comfy.families import family_of
 
 PREFIX = "comfy_gateway"

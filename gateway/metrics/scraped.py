@@ -20,14 +20,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
-from gateway.farm import Farm
-from gateway.hub import Hub
-from gateway.jobs import JobStore
-from gateway.links import Links
+from gateway.dispatch.links import Links
+from gateway.events.hub import Hub
+from gateway.farm.describe import display_state
+from gateway.farm.node import Farm
+from gateway.jobs.models import JobState
+from gateway.jobs.store import JobStore
 from gateway.metrics.recorded import PREFIX
-from gateway.models import JobState
 from gateway.redis_keeper import RedisHealth
-from gateway.status import display_state
 from workers.telemetry import MIB, TelemetrySnapshot
 
 

@@ -4,7 +4,7 @@ A node publishes a `WorkerView` of each of its accepting workers with every hear
 other nodes read it back as a lane they may not assign to but that counts in their policy's
 view. Pure functions over plain JSON values.
 
-What this guarantees (tests/unit/peers/test_lanes.py): every node runs the same late-binding
+What this guarantees (tests/unit/gateway/peers/test_lanes.py): every node runs the same late-binding
 policy on the same queue (Redis) and the same lanes in the same order (`farm_lanes`), its
 own fresh, the others' as of their last heartbeat. A node claims only what the policy gives
 its own lanes and leaves a job the policy gives another node's lane, which that node, making

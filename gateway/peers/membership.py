@@ -22,16 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway import tasks
-from gateway.dispatcher import REDIS_DOWN
-from gateway.jobs import JobStore
-from gateway.links import Links, WorkerLink
-from gateway.models import HELD
-from gateway.outcomes import Outcomes
+from gateway.dispatch.dispatcher import REDIS_DOWN
+from gateway.dispatch.links import Links, WorkerLink
+from gateway.dispatch.outcomes import Outcomes
+from gateway.farm.catalog import FarmCatalog
+from gateway.jobs.models import HELD
+from gateway.jobs.store import JobStore
 from gateway.peers.lanes import lane_of, lane_record
 from gateway.peers.registry import NameTaken, NodeRecord, Registry
 from gateway.peers.takeover import OUTCOME, take_over
 from gateway.scheduler.snapshot import WorkerView
-from gateway.validation import FarmCatalog
 from workers.client import WorkerError
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from gateway import scripts
-from gateway.keys import Keys
+from gateway.jobs import lua as scripts
+from gateway.jobs.keys import Keys
 
 log = logging.getLogger(__name__)
 

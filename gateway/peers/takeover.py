@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
-from gateway.jobs import JobStore
-from gateway.models import HELD, JobState
-from gateway.outcomes import Outcomes
+from gateway.dispatch.outcomes import Outcomes
+from gateway.jobs.models import HELD, JobState
+from gateway.jobs.store import JobStore
 from gateway.peers.registry import Registry
 
 log = logging.getLogger(__name__)

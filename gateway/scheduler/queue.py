@@ -7,7 +7,7 @@ times, oldest arrival, top priority) and its first jobs in queue order. 100,000 
 over 50 checkpoints are 50 groups, so a decision costs workers x groups, not workers x jobs.
 
 `QueueIndex` keeps the groups incrementally as jobs arrive and leave, in memory (the
-simulator, and the reference the Redis index in `gateway.group_index` is tested against).
+simulator, and the reference the Redis index in `gateway.jobs.group_index` is tested against).
 """
 
 from __future__ import annotations

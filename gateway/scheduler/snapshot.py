@@ -75,7 +75,7 @@ class WorkerView:
     """Idle since this instant on the snapshot's clock (`Snapshot.now_s`); None: it holds jobs."""
     cache_slots: int = 1
     """Checkpoints it keeps resident at once: 1 under ComfyUI's classic cache; under
-    `--cache-lru N` as many as N node results hold (`gateway.learning.cache_slots`), as far as
+    `--cache-lru N` as many as N node results hold (`gateway.learning.learn.cache_slots`), as far as
     VRAM allows."""
     fixed_s: Mapping[str, float] = field(default_factory=dict)
     """Seconds per job outside the sampler (encode, decode, save) by model family, learned."""

@@ -25,9 +25,9 @@ import httpx
 
 from gateway.serve import serve_argv
 from tests.contract import graphs
-from workers.launch import FarmLayout, WorkerSpec, emulator_argv
-from workers.ports import free_port
-from workers.process import ChildProcess
+from workers.supervision.launch import FarmLayout, WorkerSpec, emulator_argv
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
 READY_TIMEOUT_S = 60.0
 # Real ComfyUI workers on a few CPU cores: each takes 15-30 s to answer, longer when they
@@ -89,7 +89,7 @@ class Server:
         """An output or temp file entry as one ComfyUI reports it.
 
         A gateway reports such files with the name of the worker that wrote them as the first
-        part of `subfolder` (gateway/history.py); that part must be there, and is taken off.
+        part of `subfolder` (gateway/jobs/history.py); that part must be there, and is taken off.
         """
         entry = dict(item)
         if not self.gateway or entry.get("type") == "input":

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.metrics.scraped import _Computed, gpu_families, redis_families
 from gateway.redis_keeper import RedisHealth
 from tests.integration.conftest import gateway_settings, running_gateway
-from tests.unit.gateway.test_metrics import SNAPSHOT
+from tests.unit.gateway.metrics.test_scraped import SNAPSHOT
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana" / "dashboards" / "comfy-gateway.json"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}

@@ -12,7 +12,7 @@ import dockerfile
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from gateway.auth import OPEN_PATHS
+from gateway.api.auth import OPEN_PATHS
 from gateway.settings import Settings
 from tests.deploy.files import ROOT, served_get_routes, unknown_settings
 

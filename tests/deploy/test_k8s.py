@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gateway.auth import OPEN_PATHS
+from gateway.api.auth import OPEN_PATHS
 from gateway.settings import resolve_workers
 from tests.deploy.files import (
     FARM_TOML,

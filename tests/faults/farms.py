@@ -19,15 +19,15 @@ import httpx
 import uvicorn
 
 from gateway.app import create_app
-from gateway.dispatcher import Dispatcher
+from gateway.dispatch.dispatcher import Dispatcher
 from gateway.serve import make_supervisor, serve_argv
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from tests.integration.conftest import CHECKPOINTS
-from workers.launch import FarmLayout
-from workers.ports import free_port
-from workers.process import alive
 from workers.readiness import NotReady, answers_200, wait_until
-from workers.supervisor import Supervisor
+from workers.supervision.launch import FarmLayout
+from workers.supervision.ports import free_port
+from workers.supervision.process import alive
+from workers.supervision.supervisor import Supervisor
 from workers.telemetry import Telemetry
 
 TOKEN = "operator-token"

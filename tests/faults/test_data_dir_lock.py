@@ -12,7 +12,7 @@ import pytest
 from gateway.serve import serve_argv
 from tests.faults.farms import gateway_process
 from tests.integration.conftest import CHECKPOINTS
-from workers.ports import free_port
+from workers.supervision.ports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ import pytest
 from gateway.serve import serve_argv
 from tests.faults.farms import FAST
 from tests.integration.conftest import CHECKPOINTS, txt2img
-from workers.ports import free_port
+from workers.supervision.ports import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

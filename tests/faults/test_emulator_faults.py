@@ -15,7 +15,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from tests.unit.emulator.running import Running, running_emulator, txt2img, until_sampling
+from tests.unit.workers.emulator.running import Running, running_emulator, txt2img, until_sampling
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -26,7 +26,7 @@ from tests.faults.farms import (
 )
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
-from workers.process import alive
+from workers.supervision.process import alive
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,7 @@ from tests.integration.conftest import (
     started_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout
+from workers.supervision.launch import FarmLayout
 
 pytestmark = pytest.mark.timeout(90)
 TOKEN = "burst-token"

@@ -29,7 +29,7 @@ from tests.faults.farms import (
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, started_emulators, txt2img
 from tests.waiting import rounds_pass
-from workers.launch import FarmLayout
+from workers.supervision.launch import FarmLayout
 
 NO_AUTH = {"Authorization": ""}
 """Overrides the farm client's token: a request as a caller without it makes."""

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.jobs import JobStore
-from gateway.keys import Keys
-from gateway.models import NewJob, Placement
+from gateway.jobs.keys import Keys
+from gateway.jobs.models import NewJob, Placement
+from gateway.jobs.store import JobStore
 from tests.faults.farms import Farm, emulated, farm_settings, supervised_gateway
 from tests.integration.conftest import CHECKPOINTS, txt2img
 

@@ -18,9 +18,9 @@ from fastapi import FastAPI
 
 from gateway.app import create_app
 from gateway.settings import Settings
-from workers.launch import FarmLayout, WorkerHandle, WorkerSpec, emulator_argv
-from workers.ports import free_port
-from workers.process import ChildProcess
+from workers.supervision.launch import FarmLayout, WorkerHandle, WorkerSpec, emulator_argv
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
 TRANSCRIPT = Path(__file__).parents[1] / "contract" / "ws_transcript.json"
 CHECKPOINTS = ("sd15_a.safetensors", "sd15_b.safetensors", "sdxl_c.safetensors")

@@ -22,7 +22,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 TOKEN = "ab-token"
 TIME_SCALE = 0.5

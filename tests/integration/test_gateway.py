@@ -13,8 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 from PIL import Image
 
-from gateway.group_index import GroupIndex
-from gateway.keys import Keys
+from gateway.jobs.group_index import GroupIndex
+from gateway.jobs.keys import Keys
 from gateway.redis_server import EmbeddedRedis
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import (
@@ -28,7 +28,7 @@ from tests.integration.conftest import (
 )
 from tests.integration.prometheus import samples_of, value
 from tests.waiting import rounds_pass
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 
 async def test_a_comfyui_client_posts_listens_reads_history_and_views(

@@ -14,7 +14,7 @@ from tests.integration.conftest import (
     started_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout
+from workers.supervision.launch import FarmLayout
 
 
 async def learned_of(client: ComfyStyleClient) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from tests.integration.conftest import (
     started_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 PHASES = {"load", "encode", "sample", "decode", "save", "other"}
 

@@ -21,7 +21,7 @@ from tests.integration.conftest import (
     txt2img,
 )
 from tests.integration.prometheus import samples_of, value
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 BOUNDED_LABELS = frozenset(
     {"worker", "group", "family", "outcome", "state", "reason", "how", "phase", "gpu", "name"}

@@ -19,7 +19,7 @@ from tests.integration.conftest import (
     stop_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from gateway.browsers import COOKIE
+from gateway.api.browsers import COOKIE
 from tests.contract import images
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import (
@@ -25,7 +25,7 @@ from tests.integration.conftest import (
     started_emulators,
     txt2img,
 )
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 INDEX = b"<!doctype html><title>editor</title>"
 

@@ -20,7 +20,7 @@ from tests.faults.farms import AUTH, GatewayProcess, wait_gone
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.multihost.conftest import client_of, node_process, nodes, until_checkpoints, wait_nodes
-from workers.process import alive
+from workers.supervision.process import alive
 
 ONLY_B = CHECKPOINTS[2]
 FARM = {

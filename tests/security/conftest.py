@@ -16,7 +16,7 @@ from tests.integration.conftest import (
     start_emulators,
     stop_emulators,
 )
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 
 @pytest.fixture(scope="session")

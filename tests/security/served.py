@@ -13,8 +13,8 @@ from gateway.app import create_app
 from gateway.http_protocol import uvicorn_options
 from gateway.settings import Settings
 from tests.integration.conftest import _until_started, _until_stopped
-from workers.launch import FarmLayout, WorkerHandle
-from workers.ports import free_port
+from workers.supervision.launch import FarmLayout, WorkerHandle
+from workers.supervision.ports import free_port
 
 
 @asynccontextmanager

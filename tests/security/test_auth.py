@@ -14,7 +14,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.integration.conftest import as_external, gateway_settings, running_gateway
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 TOKEN = "s3cret-gateway-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -15,7 +15,7 @@ import redis
 from gateway.redis_server import EmbeddedRedis
 from tests.integration.conftest import CHECKPOINTS, as_external, gateway_settings
 from tests.integration.conftest import running_gateway as serve_gateway
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.conftest import as_external, gateway_settings
 from tests.security.served import served_gateway
-from workers.launch import FarmLayout, WorkerHandle
+from workers.supervision.launch import FarmLayout, WorkerHandle
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.api.work_limit import check_work
 from gateway.settings import Settings
-from gateway.work_limit import check_work
 from tests.integration.conftest import CHECKPOINTS, txt2img
 
 pytestmark = pytest.mark.timeout(30)

@@ -1,8 +1,10 @@
 """The model family a checkpoint's file name suggests: one guess, shared by gateway and workers.
 
-The gateway keys its speed and load estimates by family (`gateway.learning`); the warm-up picks
-its CFG scale and the speed probe its native image size by it (`workers.warmup`); the emulator
-charges a profile's family costs by it (`workers.emulator.profiles.cost_family`). All must
+The gateway keys its speed and load estimates by family (`gateway.learning.learn`); the warm-up
+picks
+its CFG scale and the speed probe its native image size by it (`workers.warmup.prompts`); the
+emulator
+charges a profile's family costs by it (`workers.emulator.card.profiles.cost_family`). All must
 guess alike, so the guess lives here, below them.
 """
 
@@ -22,7 +24,7 @@ FAMILY_PATTERNS = (
 )
 """Substrings of a checkpoint (or diffusion model) file name, lowercase, first match wins;
 else "sd15". The emulator charges a profile's family costs by this guess too
-(`workers.emulator.profiles.cost_family`)."""
+(`workers.emulator.card.profiles.cost_family`)."""
 
 
 def family_of(checkpoint: str | None) -> str:

@@ -1,7 +1,7 @@
 """What one prompt leaves in ComfyUI's node-output cache: how many results, keyed by what.
 
 ComfyUI knowledge, read by the emulator's residency (what an instance keeps) and by the launch
-planning (how many checkpoints `--cache-lru N` keeps, `workers.comfyargs`).
+planning (how many checkpoints `--cache-lru N` keeps, `workers.comfy.launch_args`).
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from workers.comfy.flags import FlagError, LaunchFlags
 from workers.comfy.modelfolders import model_folder
-from workers.emulator.app import create_app
+from workers.emulator.card.profiles import ProfileError, load_profile
 from workers.emulator.cliargs import build_parser
 from workers.emulator.config import DEFAULT_CHECKPOINTS, DEFAULT_MODELS, EmulatorConfig
 from workers.emulator.faults import FaultError, Faults, parse_cli
-from workers.emulator.logring import LogRing
-from workers.emulator.profiles import ProfileError, load_profile
-from workers.emulator.server import serve
-from workers.emulator_options import split_emulator_options
+from workers.emulator.http.app import create_app
+from workers.emulator.http.logring import LogRing
+from workers.emulator.http.server import serve
+from workers.supervision.emulator_options import split_emulator_options
 
 
 def _names(value: str) -> tuple[str, ...]:

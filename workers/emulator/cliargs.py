@@ -1,5 +1,5 @@
 """The emulator's command line: ComfyUI 0.3.64's launch flags (`workers.comfy.parser`) plus the
-emulator's own options (`workers.emulator_options`).
+emulator's own options (`workers.supervision.emulator_options`).
 
 Every ComfyUI flag is accepted so a supervisor can start the emulator exactly as it starts
 ComfyUI; most change nothing here (the cost model reads the ones in `flags.LaunchFlags`, the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from workers.comfy.parser import add_comfyui_flags
-from workers.emulator_options import add_emulator_options
+from workers.supervision.emulator_options import add_emulator_options
 
 USAGE = (
     "%(prog)s [--port P] [--profile NAME|FILE] [--time-scale X] [--checkpoints a,b,...]\n"

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from workers.comfy.flags import LaunchFlags
-from workers.emulator.profiles import Profile
+from workers.emulator.card.profiles import Profile
 
 DEFAULT_PORT = 8188
 DEFAULT_CHECKPOINTS = (

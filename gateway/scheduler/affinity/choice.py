@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.scheduler.affinity.fluid import finish_s, share
+from gateway.scheduler.affinity.lanes import Lane
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, evicted, is_warm, key_load_s, load_s, models_of
-from gateway.scheduler.lanes import Lane
 from gateway.scheduler.snapshot import JobView
 
 

@@ -4,7 +4,8 @@ Whenever workers have free slots, the one that frees first (the faster on a tie)
 next job of the queue it is best placed to serve (`choice`), or stays idle when every queue
 is better left to the workers holding its models. A job that needs a load goes, among the
 workers free as soon, to the one where it finishes first and, on a tie, whose loss of what it
-holds costs least. What is guaranteed (each a test in tests/unit/scheduler/test_invariants.py):
+holds costs least. What is guaranteed (each a test in
+tests/unit/gateway/scheduler/test_invariants.py):
 
 1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
    it is idle, unless another worker finishes it sooner than the idle one could load and run
@@ -31,11 +32,11 @@ from gateway.scheduler.affinity.choice import (
     landing,
     load_order,
 )
+from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm
-from gateway.scheduler.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.policy import Policy, register
 from gateway.scheduler.queue import groups_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, Why

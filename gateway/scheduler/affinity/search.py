@@ -17,7 +17,7 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   an event loop can serve others meanwhile (`dispatcher.decide`).
 
 Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue
-order, the first lane in snapshot order), and tests/unit/scheduler/test_search.py checks the
+order, the first lane in snapshot order), and tests/unit/gateway/scheduler/test_search.py checks the
 two agree, assignment by assignment, why included.
 """
 
@@ -41,10 +41,10 @@ from gateway.scheduler.affinity.choice import (
     ratio_bound,
     settle,
 )
+from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm, load_s
-from gateway.scheduler.lanes import Lane, advance, mean_speed
 from gateway.scheduler.snapshot import Assignment, JobView, Why
 
 LaneOrder = tuple[float, float, str]

@@ -10,8 +10,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gateway.scheduler.affinity.lanes import Lane
 from gateway.scheduler.cost import DEFAULT_SPEED, can_run, is_warm, models_of, speed_of
-from gateway.scheduler.lanes import Lane
 from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import redis
 
 from bench.redis_capacity import at_rest, through_the_store
-from gateway.keys import Keys
+from gateway.jobs.keys import Keys
 from gateway.redis_server import EmbeddedRedis
 
 JOBS = 20

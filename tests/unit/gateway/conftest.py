@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.jobs import JobStore, StoreLimits
-from gateway.keys import Keys
+from gateway.jobs.keys import Keys
+from gateway.jobs.store import JobStore, StoreLimits
 
 
 class FakeClock:

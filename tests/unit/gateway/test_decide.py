@@ -11,7 +11,7 @@ import pytest
 
 import gateway.scheduler  # noqa: F401  (registers the policies)
 from bench.decision.snapshots import Size, build_snapshot
-from gateway import dispatcher
+from gateway.dispatch import dispatcher
 from gateway.scheduler.policy import Stepwise, make_policy
 from gateway.scheduler.snapshot import Assignment, Snapshot
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from gateway.farm.describe import telemetry_fields
 from gateway.serve import load_settings, make_supervisor
 from gateway.settings import resolve_workers
-from gateway.status import telemetry_fields
 from tests.unit.workers.test_telemetry import FakeGpu, FakeNvml, opened
-from workers.comfyargs import plan_launch
-from workers.launch import FarmLayout, WorkerSpec
+from workers.comfy.launch_args import plan_launch
+from workers.supervision.launch import FarmLayout, WorkerSpec
 
 H200_MIB = 143771
 

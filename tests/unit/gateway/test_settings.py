@@ -9,7 +9,7 @@ import pytest
 
 from gateway.serve import load_settings
 from gateway.settings import Settings, WorkerConfig, resolve_workers
-from workers.launch import FarmLayout, WorkerSpec, emulator_argv
+from workers.supervision.launch import FarmLayout, WorkerSpec, emulator_argv
 
 CONFIG = """
 port = 9000

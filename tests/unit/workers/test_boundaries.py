@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workers.launch import WorkerSpec
-from workers.supervisor import emulated_vram
+from workers.supervision.launch import WorkerSpec
+from workers.supervision.supervisor import emulated_vram
 
-PRODUCTION = ("gateway.serve", "gateway.app", "gateway.settings", "gateway.tune")
+PRODUCTION = ("gateway.serve", "gateway.app", "gateway.settings", "gateway.ledger.tune")
 
 
 def test_starting_the_gateway_imports_nothing_of_the_emulator() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from workers.comfy.flags import LaunchFlags
-from workers.emulator.costmodel import CostModel, JobShape, job_phases
-from workers.emulator.profiles import load_profile
+from workers.emulator.card.costmodel import CostModel, JobShape, job_phases
+from workers.emulator.card.profiles import load_profile
 
 SDXL = JobShape("sdxl_b.safetensors", "sdxl", steps=20, width=1024, height=1024)
 JOB_NOISE = 0.05

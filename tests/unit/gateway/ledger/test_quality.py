@@ -8,7 +8,7 @@ import math
 from PIL import Image
 
 from gateway.ledger.quality import facts, judge, psnr_db
-from workers.emulator.images import render
+from workers.emulator.http.images import render
 
 
 def png(image: Image.Image) -> bytes:

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gateway.learning.timing import NodeClock, on_cached, on_executing, started
 from gateway.ledger.record import MAX_NODES, Placed, Times, inputs_of, ledger, phase_of, shape_of
-from gateway.timing import NodeClock, on_cached, on_executing, started
 
 TRANSCRIPT = Path(__file__).parents[3] / "contract" / "ws_transcript.json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from gateway.tune import candidates, recommended, reseeded, split_flags, with_flag
+from gateway.ledger.tune import candidates, recommended, reseeded, split_flags, with_flag
 
 
 def test_a_candidate_replaces_the_flags_comfyui_refuses_beside_it() -> None:

@@ -1,0 +1,1 @@
+"""Getting a job to a worker and back: links, the dispatcher, relays, outcomes."""

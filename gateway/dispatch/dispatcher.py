@@ -1,0 +1,453 @@
+"""Late binding: when a worker of this node has a free slot, give it the next job.
+
+(The early-binding baselines get a slot per job, so each job goes to its worker on arrival.)
+
+The mechanics live here: take a snapshot of the waiting jobs and the free workers, ask the
+pure placement policy, claim each chosen job atomically in Redis (another node may have
+taken it), and send it. The policy never sees Redis or HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import Protocol
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gateway import tasks
+from gateway.dispatch.estimated import FarmEstimates
+from gateway.dispatch.links import Held, Links, WorkerLink, WorkerState
+from gateway.dispatch.outcomes import Outcomes
+from gateway.events.hub import Hub
+from gateway.jobs.models import JobRecord
+from gateway.jobs.store import JobStore
+from gateway.learning import learn as learning
+from gateway.learning.demand import rates_at
+from gateway.metrics.recorded import Metrics
+from gateway.peers.lanes import farm_lanes
+from gateway.scheduler import cost, queue, takeback
+from gateway.scheduler.policy import Policy, Stepwise, binds_early, slots_per_worker
+from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
+from workers.client import (
+    ComfyClient,
+    WorkerError,
+    WorkerNoAnswer,
+    WorkerRejected,
+    WorkerUnreachable,
+)
+
+log = logging.getLogger(__name__)
+
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+OFF_LOOP_AT = 256
+"""Groups x workers from which a decision is made in steps or on a thread (a few hundred
+microseconds below it: not worth a pause)."""
+STEP_S = 0.001
+"""How long a stepwise decision runs before the event loop is served again."""
+
+
+class Guard(Protocol):
+    """Says whether Redis may be used for a round
+    (`gateway.recovery.redis_repair.RedisRestarts`)."""
+
+    async def ready(self) -> bool: ...
+
+    @property
+    def suspected(self) -> bool: ...
+
+    def suspect(self) -> None: ...
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: JobStore,
+        links: Links,
+        policy: Policy,
+        hub: Hub,
+        *,
+        capacity: int = 2,
+        poll_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
+    ):
+        self.store = store
+        self.links = links
+        self.policy = policy
+        self.hub = hub
+        self.capacity = slots_per_worker(policy, capacity)
+        """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
+        self.poll_s = poll_s
+        self.clock = clock
+        self.outcomes = Outcomes(store, hub, self.wake, metrics)
+        self._wake = asyncio.Event()
+        self._sends: set[asyncio.Task[None]] = set()
+        self._round = asyncio.Lock()
+        self._arrivals = learning.Arrivals()
+        self._kept: set[tuple[str, int]] = set()
+        """(job, attempt) a holder did not give back when asked (it had started it): not
+        asked again."""
+        self.rounds = 0
+        """Rounds run so far: what a test waits on to know the dispatcher has looked again."""
+        self.estimates = FarmEstimates(links)
+        """What is believed of each worker's speeds and loads, estimates included."""
+        self.guard: Guard | None = None
+        """Asked before each round of `run`: none while Redis is down or being repaired."""
+        self.remote_lanes: Callable[[], tuple[WorkerView, ...]] = tuple
+        """The other nodes' workers (`gateway.peers`): lanes the policy counts, that this node
+        never assigns to. A job the policy gives to one is left for its node to claim."""
+        self.standing: Callable[[], bool] = lambda: True
+        """False while this node may have lapsed from the farm: no claims meanwhile."""
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Dispatch whenever woken (a new job, a freed slot) and at least every `poll_s`."""
+        while True:
+            tasks.check_cancelled()
+            with contextlib.suppress(TimeoutError):
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives with
+                # a wake-up, and stopping the gateway would then wait for this loop forever.
+                async with asyncio.timeout(self.poll_s):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                if self.guard is not None and not await self.guard.ready():
+                    await asyncio.sleep(self.poll_s)
+                    continue
+                await self.dispatch_once()
+            except Exception as exc:
+                if self.guard is not None and isinstance(exc, REDIS_DOWN):
+                    self.guard.suspect()
+                log.exception("dispatch round failed")
+                await asyncio.sleep(self.poll_s)
+
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No round runs meanwhile (one under way finishes first, its claims made)."""
+        async with self._round:
+            yield
+
+    async def place_now(self, timeout_s: float = 10.0) -> None:
+        """One round now, its sends delivered before returning. For a prompt that may overtake
+        one already sent ahead to a worker: it must be there before its client hears back, or
+        an interrupt sent right after could let the overtaken prompt start first."""
+        before = set(self._sends)
+        await self.dispatch_once()
+        sent = self._sends - before
+        if sent:
+            await asyncio.wait(sent, timeout=timeout_s)
+
+    async def dispatch_once(self) -> int:
+        """One round: returns how many jobs were claimed."""
+        async with self._round:
+            claimed = await self._dispatch_round()
+            self.rounds += 1
+            return claimed
+
+    async def _dispatch_round(self) -> int:
+        free = [link for link in self.links if link.free_slots(self.capacity) > 0]
+        if not free:
+            return await self._jump_the_queue()
+        claimed = await self._place_waiting()
+        if binds_early(self.policy):
+            return claimed  # a proxy in front of ComfyUI queues moves nothing once sent
+        return claimed + await self._take_back_for_idle()
+
+    async def _place_waiting(self) -> int:
+        """The policy's choice among the waiting jobs, claimed and sent; how many."""
+        groups = await self.store.queue_groups(self._head_jobs())
+        if not groups:
+            return 0
+        now_s = self.store.clock()
+        # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
+        # worker that frees soon rather than load it elsewhere.
+        workers = farm_lanes(self.lanes(), self._farm_lanes())
+        snapshot = queue.snapshot_of(now_s, groups, workers, {})
+        # At most half of what `arrived` remembers: a job it forgot would count again.
+        shown = snapshot.jobs[: learning.SEEN_LIMIT // 2]
+        self._arrivals = learning.arrived(self._arrivals, shown)
+        snapshot = replace(snapshot, demand_per_s=rates_at(self._arrivals.meter, now_s))
+        claimed = 0
+        for assignment in await self._decide(snapshot):
+            claimed += await self._claim_and_send(assignment)
+        return claimed
+
+    def _head_jobs(self) -> int:
+        """Jobs shown per group: as many as the free slots of the whole farm could take in one
+        round (at least 8, at most `queue.HEAD_JOBS`); the rest count in the aggregates."""
+        slots = sum(link.free_slots(self.capacity) for link in self.links)
+        slots += sum(view.free_slots for view in self._farm_lanes())
+        return min(max(slots, 8), queue.HEAD_JOBS)
+
+    def lanes(self) -> tuple[WorkerView, ...]:
+        """This node's accepting workers as the policy sees them."""
+        return tuple(self._view(link) for link in self.links.accepting())
+
+    def _farm_lanes(self) -> tuple[WorkerView, ...]:
+        """The other nodes' lanes, for a policy that binds late (an early binder's choice
+        depends on its own history, which other nodes do not share)."""
+        return () if binds_early(self.policy) else self.remote_lanes()
+
+    async def _decide(self, snapshot: Snapshot) -> list[Assignment]:
+        return await decide(self.policy, snapshot)
+
+    def _view(self, link: WorkerLink) -> WorkerView:
+        """The worker as the policy sees it, as the simulator builds it: what it learned
+        (speed, fixed and load seconds, residency), estimates of what it never measured from
+        what is known of it and of the farm (`gateway.dispatch.estimated`), and what it holds."""
+        held = [(h.record.job_view(), self._elapsed_s(h)) for h in link.held.values() if h.record]
+        view = replace(
+            self.estimates.of(link),
+            group=link.group,
+            free_slots=link.free_slots(self.capacity),
+            outstanding=len(link.held),
+            resident=link.resident,
+            last_checkpoint=link.last_checkpoint,
+            idle_since_s=self._on_store_clock(link.idle_since_s),
+            cache_slots=link.cache_slots,
+            queued=tuple(cost.models_of(job) for job, elapsed in held if elapsed is None),
+            vram_free_mib=link.vram[0] if link.vram else None,
+            vram_total_mib=link.vram[1] if link.vram else None,
+        )
+        ordered = sorted(held, key=lambda item: item[1] is None)
+        spent = [(job, elapsed or 0.0) for job, elapsed in ordered]
+        # What it holds once the jobs it started have loaded: a started job's models are in
+        # VRAM (or on their way) although it is learned only when it ends, as in the simulator.
+        resident = link.resident
+        for job, elapsed in held:
+            if elapsed is not None:
+                resident = cost.touch(resident, cost.models_of(job), link.cache_slots)
+        return replace(view, outstanding_s=learning.outstanding_s(view, spent), resident=resident)
+
+    def _on_store_clock(self, at_s: float | None) -> float | None:
+        """An instant of this node's clock (`clock`) on the store's clock, which snapshots use;
+        None (never used) stays None."""
+        if at_s is None:
+            return None
+        return self.store.clock() - max(self.clock() - at_s, 0.0)
+
+    def _elapsed_s(self, held: Held) -> float | None:
+        """Seconds it has run (None: not started)."""
+        if held.clock is None:
+            return None
+        return max(self.clock() - held.clock.started_s, 0.0)
+
+    async def _jump_the_queue(self) -> int:
+        """Every worker is full, but a job that arrived later outranks (front, priority, a
+        lower number) one prefetched on a worker and not started: send it to that worker too.
+        Workers get the gateway's queue order as their `number`, so it runs first there, as a
+        `front` prompt does on one ComfyUI."""
+        prefetched = [
+            (link, held.record)
+            for link in self.links.ready()
+            for job_id, held in link.held.items()
+            if job_id != link.running and held.started_at_ms is None and held.record is not None
+        ]
+        if not prefetched:
+            return 0
+        head = await self.store.peek(1)
+        for link, record in prefetched:
+            if head and overtakes(head[0], record) and _may_run(head[0], link):
+                return await self._claim_and_send(Assignment(head[0].job_id, link.name), jump=True)
+        return 0
+
+    async def _claim_and_send(self, assignment: Assignment, *, jump: bool = False) -> int:
+        link = self.links.get(assignment.worker)
+        if link is None or (link.free_slots(self.capacity) <= 0 and not jump):
+            return 0
+        if self.guard is not None and self.guard.suspected:
+            return 0  # Redis may have restarted and lost claims: repair it first
+        if not self.standing():
+            return 0  # the other nodes may be taking over this node's jobs
+        why = assignment.why.as_dict() if assignment.why else None
+        job = await self.store.claim(assignment.job_id, link.name, why)
+        if job is None:
+            return 0
+        if why is not None:
+            link.last_placement = {"job_id": job.job_id, **why}
+        held = Held(
+            job.attempt,
+            job.client_id,
+            job.placement.checkpoint,
+            job.placement.model_keys,
+            record=job,
+            sid=link.sid,
+        )
+        link.hold(job.job_id, held)
+        task = asyncio.create_task(self._send(link, job, held), name=f"send-{job.job_id}")
+        self._sends.add(task)
+        task.add_done_callback(self._send_done)
+        return 1
+
+    def _send_done(self, task: asyncio.Task[None]) -> None:
+        self._sends.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    async def _send(self, link: WorkerLink, job: JobRecord, held: Held) -> None:
+        """Send a claimed job to its worker. Every way this can end leaves the job settled or
+        known to be unsettled: sent; refused, or impossible to send, ending the job with an
+        error in its history; back in the queue when the worker was unreachable; held for the
+        lease sweep to ask the worker when the answer was lost."""
+        try:
+            targets = json.loads(job.targets_json) if job.targets_json else None
+            await link.client.submit(
+                job.job_id,
+                json.loads(job.prompt_json),
+                client_id=held.sid or link.sid,
+                extra_data=json.loads(job.extra_json),
+                partial_execution_targets=targets,
+                number=job.score,
+            )
+            log.debug("job %s sent to %s attempt %d", job.job_id, link.name, held.attempt)
+        except WorkerRejected as exc:
+            await self.outcomes.fail(link, job, held, f"worker {link.name} refused: {exc.body}")
+        except WorkerUnreachable as exc:
+            log.warning(
+                "worker %s unreachable, job %s back to the queue: %s", link.name, job.job_id, exc
+            )
+            link.state = WorkerState.LOST
+            fenced = job.with_attempt(held.attempt)
+            await self.outcomes.requeue(
+                link.name, fenced, failed=False, outcome="unsent", link=link
+            )
+        except WorkerNoAnswer as exc:
+            # Unknown whether it arrived: the lease sweep will ask the worker.
+            log.warning("job %s: no answer from %s: %s", job.job_id, link.name, exc)
+        except Exception as exc:
+            await self._unsendable(link, job, held, exc)
+
+    async def _unsendable(
+        self, link: WorkerLink, job: JobRecord, held: Held, exc: Exception
+    ) -> None:
+        # Nothing reached the worker (the request could not be built: a value JSON cannot
+        # carry, a stored field that does not parse) and a retry would fail the same way.
+        # Held, the job would keep its slot and have its lease renewed forever.
+        log.error("job %s cannot be sent to %s: %r", job.job_id, link.name, exc)
+        message = f"the gateway could not send this prompt to a worker: {exc!r}"
+        await self.outcomes.fail(link, job, held, message, exception_type="GatewaySendError")
+
+    async def _take_back_for_idle(self) -> int:
+        """A worker is idle while another holds a job prefetched behind a long one: move the
+        job where `takeback` says it finishes sooner, if its holder gives it back; how many."""
+        queued = self._prefetched()
+        if not queued or not any(not link.held and link.accepting for link in self.links):
+            return 0
+        views = [self._view(link) for link in self.links.ready()]
+        jobs = {name: [record.job_view() for record in records] for name, records in queued.items()}
+        moved = 0
+        for move in takeback.take_backs(views, jobs):
+            moved += await self._take_back(move)
+        return moved
+
+    def _prefetched(self) -> dict[str, list[JobRecord]]:
+        """By worker, the jobs it has received and not started, in the order it runs them
+        (by the `number` they were sent with)."""
+        out: dict[str, list[JobRecord]] = {}
+        every: set[tuple[str, int]] = set()
+        for link in self.links.ready():
+            for job_id, held in link.held.items():
+                every.add((job_id, held.attempt))
+                if held.record is not None and self._movable(link, job_id, held):
+                    out.setdefault(link.name, []).append(held.record)
+        self._kept &= every
+        return {name: sorted(records, key=lambda r: r.score) for name, records in out.items()}
+
+    def _movable(self, link: WorkerLink, job_id: str, held: Held) -> bool:
+        """Not started, not ended, not given up on, and its send answered (a prompt still on
+        its way could arrive after the worker said it has none)."""
+        started = job_id == link.running or held.started_at_ms is not None
+        started = started or held.clock is not None
+        sending = any(task.get_name() == f"send-{job_id}" for task in self._sends)
+        kept = (job_id, held.attempt) in self._kept
+        return not (started or sending or kept or held.ended or held.abandoned)
+
+    async def _take_back(self, move: takeback.TakeBack) -> int:
+        """Withdraw the job from its holder and send it to the idle worker, requeued in
+        between (fenced by its attempt, no failure counted); 0 when the holder kept it."""
+        holder = self.links.get(move.holder)
+        held = holder.held.get(move.job_id) if holder else None
+        if holder is None or held is None or held.record is None:
+            return 0
+        if not await withdrawn(holder.client, move.job_id):
+            self._kept.add((move.job_id, held.attempt))
+            return 0
+        if holder.held.get(move.job_id) is not held:
+            return 0  # it ended meanwhile
+        fenced = held.record.with_attempt(held.attempt)
+        outcome = f"taken back for {move.worker}"
+        requeued = await self.outcomes.requeue(
+            holder.name, fenced, failed=False, outcome=outcome, link=holder
+        )
+        if requeued != 1:
+            return 0
+        log.info(
+            "job %s taken back from %s for idle %s (expected %.1f s sooner)",
+            move.job_id,
+            holder.name,
+            move.worker,
+            move.gain_s,
+        )
+        return await self._claim_and_send(Assignment(move.job_id, move.worker))
+
+    async def stop(self) -> None:
+        await tasks.stop(self._sends)
+
+
+async def decide(policy: Policy, snapshot: Snapshot) -> list[Assignment]:
+    """The policy's assignments, without holding the event loop (every client's requests and
+    sockets) for long: a small decision at once; a large one in the policy's steps with the
+    loop served whenever `STEP_S` has passed, or on a thread for a policy that has no steps
+    (pure Python holds the GIL, handed back every `sys.getswitchinterval()`).
+    `bench.looplag` measures the loop's longest gap during one."""
+    if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
+        return policy.assign(snapshot)
+    if not isinstance(policy, Stepwise):
+        return await asyncio.to_thread(policy.assign, snapshot)
+    out: list[Assignment] = []
+    since_s = time.perf_counter()
+    for step in policy.steps(snapshot):
+        if step is not None:
+            out.append(step)
+        if time.perf_counter() - since_s >= STEP_S:
+            await asyncio.sleep(0)
+            since_s = time.perf_counter()
+    return out
+
+
+def overtakes(waiting: JobRecord, prefetched: JobRecord) -> bool:
+    """`waiting` goes first, and was not waiting before `prefetched` was chosen (the same
+    millisecond counts: the policy, which walks the queue in order, would have taken it)."""
+    chosen_at_ms = prefetched.claimed_at_ms or 0
+    return waiting.score < prefetched.score and waiting.enqueued_at_ms >= chosen_at_ms
+
+
+async def withdrawn(client: ComfyClient, job_id: str) -> bool:
+    """Ask a worker to drop a prompt it has not started: True only when it confirms that it no
+    longer has it (neither queued nor running) and never ran it (no history entry). Any error,
+    an unreachable worker included, is no confirmation."""
+    try:
+        await client.delete([job_id])
+        if (await client.queue()).holds(job_id):
+            return False
+        # Asked after the queue: a prompt that started and ended in between is found here.
+        return await client.history(job_id) is None
+    except WorkerError:
+        return False
+
+
+def _may_run(job: JobRecord, link: WorkerLink) -> bool:
+    placement = job.placement
+    if placement.eligible is not None and link.name not in placement.eligible:
+        return False
+    return cost.group_admits(link.group, placement.group)

@@ -1,0 +1,1 @@
+"""This node among its peers: wiring, registry, operations, draining, catalogue."""

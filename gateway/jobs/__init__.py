@@ -1,0 +1,1 @@
+"""Durable job state in Redis: keys, Lua transitions, the store, records, history."""

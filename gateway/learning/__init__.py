@@ -1,0 +1,1 @@
+"""What the gateway learns of each worker (speeds, loads, residency, demand)."""

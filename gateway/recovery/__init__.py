@@ -1,0 +1,1 @@
+"""What breaks: leases, hangs, unresponsive workers, Redis restarts, exits."""

@@ -1,0 +1,1 @@
+"""The placement policies other than `affinity`."""

@@ -1,0 +1,219 @@
+"""The guarantees of the `affinity` policy (gateway/scheduler/affinity/policy.py), each checked
+on tables of farms and on random snapshots."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import gateway.scheduler  # noqa: F401  (registers the policies)
+from gateway.scheduler.cost import can_run, completion_s, load_s, run_s
+from gateway.scheduler.estimates import with_estimates
+from gateway.scheduler.policy import make_policy
+from gateway.scheduler.queue import group_jobs, heads_in_order
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
+from tests.unit.gateway.scheduler.factories import job, snap, worker
+
+
+def placed(snapshot: Snapshot) -> list[Assignment]:
+    return make_policy("affinity").assign(snapshot)
+
+
+def busy(name: str, resident: tuple[str, ...], frees_in_s: float, **kw: object) -> WorkerView:
+    return worker(name, resident, free=1, outstanding=1, outstanding_s=frees_in_s, **kw)
+
+
+SLOW_IDLE = worker("idle", (), speed=2.0)
+FAST_IDLE = worker("idle", ("m2",), speed=20.0)
+
+# Work conservation: (what, snapshot, whether the job is placed on the idle worker "idle").
+CONSERVATION = {
+    "an idle farm starts a lone cold job at once": (
+        snap(5.0, [job("a", "m3", 5.0)], [worker("idle", ("m1",)), worker("w2", ("m2",))]),
+        True,
+    ),
+    "a busy holder that frees before the idle load ends: wait": (
+        snap(5.0, [job("a", "m1", 5.0)], [worker("idle", ("m2",)), busy("h", ("m1",), 1.0)]),
+        False,
+    ),
+    "...but no longer than the idle worker's load (4 s)": (
+        snap(9.5, [job("a", "m1", 5.0)], [worker("idle", ("m2",)), busy("h", ("m1",), 1.0)]),
+        True,
+    ),
+    "...counted from when the worker went idle, not from the job's arrival": (
+        snap(
+            9.5,
+            [job("a", "m1", 0.0)],
+            [worker("idle", ("m2",), idle_since_s=9.0), busy("h", ("m1",), 1.0)],
+        ),
+        False,
+    ),
+    "a busy holder that frees after the idle load would end: load": (
+        snap(5.0, [job("a", "m1", 5.0)], [worker("idle", ("m2",)), busy("h", ("m1",), 30.0)]),
+        True,
+    ),
+    "an idle warm worker never leaves its job, whoever frees next": (
+        snap(5.0, [job("a", "m1", 5.0)], [worker("idle", ("m1",)), busy("h", ("m1",), 0.1)]),
+        True,
+    ),
+    "a slow idle card leaves a cold job to a busy fast card that finishes it sooner": (
+        snap(5.0, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
+        False,
+    ),
+    # Here (4 s load, 5 s run against 0.5 s on the fast card) the bound is 4 + 4.5 s.
+    "...past its load time alone, while its slowness premium lasts": (
+        snap(8.5, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
+        False,
+    ),
+    "...but no longer than its load plus that premium": (
+        snap(12.6, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
+        True,
+    ),
+    "a slow idle card that would finish first takes the job at once": (
+        snap(5.0, [job("a", "m1", 5.0)], [SLOW_IDLE, busy("h", ("m1",), 30.0, speed=20.0)]),
+        True,
+    ),
+    "a fast idle card that would finish first takes it from a slow warm holder at once": (
+        snap(
+            5.0, [job("a", "m1", 5.0, work=100.0)], [FAST_IDLE, busy("h", ("m1",), 1.0, speed=2.0)]
+        ),
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize(("snapshot", "runs"), CONSERVATION.values(), ids=CONSERVATION.keys())
+def test_work_conservation_with_the_ski_rental_bound(snapshot: Snapshot, runs: bool) -> None:
+    assert any(a.worker == "idle" for a in placed(snapshot)) == runs
+
+
+def test_a_lone_job_on_an_idle_farm_never_waits_whatever_the_cards() -> None:
+    for speeds in [(10.0, 10.0), (40.0, 5.0), (5.0, 40.0)]:
+        for resident in [(), ("m1",), ("m2",)]:
+            workers = [worker("a", resident, speed=speeds[0]), worker("b", (), speed=speeds[1])]
+            assert len(placed(snap(0.0, [job("j", "m1")], workers))) == 1
+
+
+def random_farm(rng: random.Random) -> Snapshot:
+    models = ["m1", "m2", "m3", "m4", "m5"]
+    workers = []
+    for i in range(rng.randint(2, 5)):
+        held = rng.randint(0, 2)
+        workers.append(
+            worker(
+                f"w{i}",
+                resident=(rng.choice(models),),
+                free=2 - held,
+                outstanding=held,
+                outstanding_s=rng.uniform(0.5, 20.0) * held,
+                speed=rng.choice([5.0, 10.0, 20.0]),
+                load_s=rng.choice([1.0, 4.0, 10.0]),
+            )
+        )
+    jobs = [
+        job(f"j{i}", rng.choice(models), at_s=rng.uniform(0.0, 20.0), work=rng.uniform(5, 60))
+        for i in range(rng.randint(1, 12))
+    ]
+    return snap(20.0, jobs, workers)
+
+
+def hold_bound_s(waiting: JobView, idle: WorkerView, snapshot: Snapshot) -> float:
+    """The ski-rental bound: the idle worker's load plus how much longer it runs the job than
+    the fastest card for the job's family."""
+    fastest_s = min(run_s(waiting, w) for w in snapshot.workers)
+    return load_s(waiting, idle, idle.resident) + max(run_s(waiting, idle) - fastest_s, 0.0)
+
+
+def left_waiting_on_an_idle_worker(snapshot: Snapshot, out: list[Assignment]) -> list[str]:
+    """Jobs that stay waiting beside an idle worker that got nothing, outside the exception:
+    no other worker would finish them sooner, or they have waited the ski-rental bound."""
+    taken = {a.job_id for a in out}
+    given = {a.worker for a in out}
+    idle = [w for w in snapshot.workers if w.outstanding == 0 and w.name not in given]
+    bad = []
+    for waiting in (j for j in snapshot.jobs if j.job_id not in taken):
+        for w in (w for w in idle if w.free_slots > 0 and can_run(waiting, w)):
+            here_s = completion_s(waiting, w)
+            sooner = [
+                o
+                for o in snapshot.workers
+                if o.name != w.name and can_run(waiting, o) and completion_s(waiting, o) < here_s
+            ]
+            bound_s = hold_bound_s(waiting, w, snapshot)
+            beside_s = snapshot.now_s - max(waiting.enqueued_at_s, w.idle_since_s or 0.0)
+            if not sooner or beside_s >= bound_s:
+                bad.append(f"{waiting.job_id} beside {w.name}")
+    return bad
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_no_job_waits_beside_an_idle_worker_outside_the_exception(seed: int) -> None:
+    snapshot = random_farm(random.Random(seed))
+    assert left_waiting_on_an_idle_worker(snapshot, placed(snapshot)) == []
+
+
+BURSTS = {
+    "2 jobs, 2 idle workers": (2, 2),
+    "4 jobs, 2 idle workers": (4, 2),
+    "3 jobs, 4 idle workers": (3, 4),
+    "16 jobs, 4 idle workers": (16, 4),
+}
+
+
+@pytest.mark.parametrize(("jobs", "workers"), BURSTS.values(), ids=BURSTS.keys())
+def test_a_burst_uses_every_idle_worker_that_shortens_it(jobs: int, workers: int) -> None:
+    burst = [job(f"j{i}", f"m{i % 3}") for i in range(jobs)]
+    farm = [worker(f"w{i}", free=2) for i in range(workers)]
+    out = placed(snap(0.0, burst, farm))
+    assert len({a.worker for a in out}) == min(jobs, workers)
+
+
+def test_a_burst_of_one_model_is_split_where_a_second_load_shortens_it() -> None:
+    # Eight 1 s jobs, a 4 s load: alone 12 s, on two workers 8 s.
+    burst = [job(f"j{i}", "m1") for i in range(8)]
+    out = placed(snap(0.0, burst, [worker("a", free=2), worker("b", free=2)]))
+    assert {a.worker for a in out} == {"a", "b"}
+
+
+def test_a_card_never_measured_gets_a_share_of_a_burst() -> None:
+    burst = [job(f"j{i}", "m1") for i in range(10)]
+    # As the dispatcher and the simulator show it: estimated from the card it shares a kind with.
+    fresh = WorkerView(name="fresh", free_slots=2, idle_since_s=0.0, card="h200")
+    known = worker("known", ("m1",), free=2, card="h200")
+    out = placed(snap(0.0, burst, list(with_estimates((known, fresh)))))
+    assert "fresh" in {a.worker for a in out}
+
+
+def test_an_old_cold_job_is_served_before_a_stream_of_warm_ones() -> None:
+    """The response ratio of a waiting job grows without bound: a lone cold job behind a warm
+    queue is served once it has waited long enough, never starved."""
+    warm = [job(f"w{i}", "m1", at_s=99.0) for i in range(8)]
+    for waited_s, served in [(1.0, False), (500.0, True)]:
+        cold = job("cold", "m2", at_s=100.0 - waited_s)
+        snapshot = snap(100.0, [cold, *warm], [busy("only", ("m1",), 0.5)])
+        assert ("cold" in {a.job_id for a in placed(snapshot)}) == served
+
+
+def test_a_decision_sees_groups_not_jobs() -> None:
+    """Jobs of one group beyond its head are counted in its aggregates: the policy sees their
+    work (a second copy is loaded for 200 queued jobs, not for the 4 shown)."""
+    many = [job(f"j{i}", "m1", at_s=0.0) for i in range(200)]
+    groups = group_jobs(many, head=4)
+    workers = [busy("holder", ("m1",), 0.5), busy("other", ("m2",), 0.5)]
+    snapshot = Snapshot(1.0, heads_in_order(groups), tuple(workers), groups=groups)
+    assert "other" in {a.worker for a in placed(snapshot)}
+    few = group_jobs(many[:4], head=4)
+    snapshot = Snapshot(1.0, heads_in_order(few), tuple(workers), groups=few)
+    assert "other" not in {a.worker for a in placed(snapshot)}
+
+
+def test_each_placement_says_why_with_the_runner_up() -> None:
+    # m1 is warm on "warm" (1 s); "cold" would load it first (4 s + 1 s).
+    out = placed(snap(0.0, [job("a", "m1")], [worker("warm", ("m1",)), worker("cold", ())]))
+    (only,) = out
+    assert only.worker == "warm"
+    assert only.why is not None
+    assert (only.why.reason, only.why.runner_up) == ("warm", "cold")
+    assert only.why.done_s == pytest.approx(1.0)
+    assert only.why.runner_up_done_s == pytest.approx(5.0)

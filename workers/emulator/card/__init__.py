@@ -1,0 +1,1 @@
+"""What one emulated card costs: the cost model, the profiles, the residency."""

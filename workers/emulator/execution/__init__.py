@@ -1,0 +1,1 @@
+"""Running prompts, message for message as ComfyUI's PromptExecutor."""

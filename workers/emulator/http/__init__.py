@@ -1,0 +1,1 @@
+"""The emulator's HTTP and WebSocket side, as ComfyUI's aiohttp server behaves."""

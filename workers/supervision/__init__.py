@@ -1,0 +1,1 @@
+"""Child processes of this node's workers: launch, supervise, restart, log."""
