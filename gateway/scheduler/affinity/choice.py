@@ -8,7 +8,8 @@ For a worker (a lane) and a queue of interchangeable jobs:
   what its warm copies can serve, and a clearly faster card is left its work.
 - An idle worker leaves a queue to the others only when it is not useful to it or another
   worker would finish its next job sooner, and only while that job has waited beside it less
-  than the ski-rental bound: its load plus its extra run time over the fastest card. (Cells
+  than the ski-rental bound: its load plus its extra run time over the fastest card; when
+  the holders are the ones it waits for, counted from when the first is due to free. (Cells
   that need it: batch100 and burst16 on mixed16, where a slow card that loaded an SDXL job
   after waiting its load time alone finished it 9 s after the fast holders were done.)
 - Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
@@ -22,7 +23,7 @@ For a worker (a lane) and a queue of interchangeable jobs:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.scheduler.affinity.fluid import finish_s, share
@@ -117,7 +118,10 @@ def option_for(
         # sooner, and only for the ski-rental wait.
         done_s = start_s + farm.run_s(lane, job)
         sooner = useful and done_s <= sooner_elsewhere_s(lane, queue, farm)
-        serve = sooner or waited_beside_s(lane, job, now_s) >= hold_bound_s(lane, job, farm, load)
+        overdue = (
+            waited_beside_s(lane, job, now_s) if useful else overdue_s(lane, job, farm, others)
+        )
+        serve = sooner or overdue >= hold_bound_s(lane, job, farm, load)
     elif warm:
         serve = useful
     else:
@@ -168,6 +172,22 @@ def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:
     waited_s = now_s - job.enqueued_at_s
     idle_since_s = lane.worker.idle_since_s
     return waited_s if idle_since_s is None else min(waited_s, now_s - idle_since_s)
+
+
+def overdue_s(
+    lane: Lane, job: JobView, farm: Farm, holders: Sequence[tuple[float, float]]
+) -> float:
+    """The ski-rental clock when the holders of the job's models finish its queue before this
+    idle worker could finish one job of it (`holders`: each one's free time, at least now,
+    and seconds for the queue, as `fluid.finish_s` takes them): how long the job has waited
+    beside the idle worker, counted only once the first holder is due to have freed. While
+    every holder is expected to free later, waiting for them is cheaper than loading here,
+    so no load is forced a second before a holder frees; once one is due and still busy (a
+    stalled or underestimated job), the bound caps the wait. So such a job leaves an idle
+    worker's side by the later of the bound and the holders' expected free time."""
+    if holders and min(free_s for free_s, _ in holders) > farm.now_s:
+        return 0.0
+    return waited_beside_s(lane, job, farm.now_s)
 
 
 def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:

@@ -10,7 +10,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
 1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
    it is idle, unless another worker finishes it sooner than the idle one could load and run
    it, and then only until it has waited beside the idle worker as long as that load plus the
-   idle card's extra run time over the fastest card (`choice.hold_bound_s`).
+   idle card's extra run time over the fastest card (`choice.hold_bound_s`). When it waits
+   for the holders of its models, that clock starts once the first of them is due to free
+   (`choice.overdue_s`): no load is forced just before a holder frees.
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
 3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
