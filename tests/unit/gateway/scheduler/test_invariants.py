@@ -4,6 +4,7 @@ on tables of farms and on random snapshots."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def placed(snapshot: Snapshot) -> list[Assignment]:
     return make_policy("affinity").assign(snapshot)
 
 
-def busy(name: str, resident: tuple[str, ...], frees_in_s: float, **kw: object) -> WorkerView:
+def busy(name: str, resident: tuple[str, ...], frees_in_s: float, **kw: Any) -> WorkerView:
     return worker(name, resident, free=1, outstanding=1, outstanding_s=frees_in_s, **kw)
 
 
@@ -152,7 +153,9 @@ def holder_expected_to_free(
         held = set(o.resident).union(*(jobs[a.job_id].model_keys for a in mine))
         if o.name == idle.name or not can_run(waiting, o) or not waiting.model_keys <= held:
             continue
-        free_s = max([max(o.outstanding_s, 0.0), *(a.why.done_s for a in mine)])
+        free_s = max(
+            [max(o.outstanding_s, 0.0), *(a.why.done_s for a in mine if a.why is not None)]
+        )
         frees_s.append(free_s)
         sooner = sooner or free_s + run_s(waiting, o) < here_s
     return sooner and min(frees_s) > 0.0
