@@ -85,7 +85,21 @@ CASES = [
         {},
     ),
     (
-        "...for at most the slow card's extra run time (8 s - 1 s), then runs it there",
+        "...until the fast card is due, and then for at most the slow card's extra run time "
+        "(8 s - 1 s), then runs it there",
+        "affinity",
+        snap(
+            16.5,
+            [job("a", "m1", 9.0, work=40.0)],
+            [
+                worker("slow", ("m1",), speed=5.0),
+                worker("fast", ("m1",), free=0, speed=40.0, outstanding=1, outstanding_s=0.0),
+            ],
+        ),
+        {"a": "slow"},
+    ),
+    (
+        "...however long the job waited, while the fast card is not yet due (the clock waits)",
         "affinity",
         snap(
             16.5,
@@ -95,7 +109,7 @@ CASES = [
                 worker("fast", ("m1",), free=0, speed=40.0, outstanding=1, outstanding_s=1.0),
             ],
         ),
-        {"a": "slow"},
+        {},
     ),
     (
         "affinity idles rather than cold-load one fresh job (the holder is busy briefly)",
