@@ -69,11 +69,14 @@ def test_a_node_leaves_a_job_to_an_idle_warm_worker_of_another_node() -> None:
 
 
 def test_an_idle_node_waits_for_a_busy_holder_elsewhere_only_as_long_as_its_own_load() -> None:
-    # b holds m1 and frees in 1 s; a would need 4 s to load it (the ski-rental bound).
+    # b holds m1 and frees in 1 s; a would need 4 s to load it (the ski-rental bound, whose
+    # clock runs once b is due to have freed).
     a = [worker("a", ("m2",), idle_since_s=0.0)]
     b = [worker("b", ("m1",), free=1, outstanding=1, outstanding_s=1.0)]
     assert claims("affinity", 1.0, [job("j", "m1", 1.0)], a, b) == []
-    assert pairs(claims("affinity", 5.5, [job("j", "m1", 1.0)], a, b)) == [("j", "a")]
+    assert claims("affinity", 5.5, [job("j", "m1", 1.0)], a, b) == []
+    overdue = [worker("b", ("m1",), free=0, outstanding=1, outstanding_s=0.0)]
+    assert pairs(claims("affinity", 5.5, [job("j", "m1", 1.0)], a, overdue)) == [("j", "a")]
 
 
 def random_farm(rng: random.Random) -> tuple[Snapshot, list[WorkerView], list[WorkerView]]:
