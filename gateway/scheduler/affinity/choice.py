@@ -222,14 +222,25 @@ def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
     return Landing(start_s, False, reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 
 
-def load_order(place: Landing, lane: Lane, job: JobView, farm: Farm) -> tuple[float, ...]:
-    """Where a job that needs a load goes, among the lanes free as soon: the one that
-    finishes it first; on a tie the one whose evictions cost least, then the one whose
-    evicted models see the least traffic."""
-    done_s = place.start_s + farm.run_s(lane, job)
+def land(
+    candidates: Sequence[tuple[Lane, Landing]], job: JobView, farm: Farm, tuning: Tuning
+) -> Lane:
+    """Where a job that needs a load goes, among the lanes free as soon as the chooser: those
+    that finish it within `tuning.tie_share` of the earliest count as tied (the learned speeds
+    of like cards differ by noise); among them a warm one, then the one whose evictions cost
+    least, then the one whose evicted models see the least traffic, then the one holding the
+    fewest models (so like workers come to hold different models), then the earliest."""
+    done = [(place.start_s + farm.run_s(lane, job), lane, place) for lane, place in candidates]
+    first_s = min(done_s for done_s, _, _ in done)
+    limit_s = farm.now_s + (first_s - farm.now_s) * (1.0 + tuning.tie_share) + 1e-9
+    tied = [entry for entry in done if entry[0] <= limit_s]
+    return min(tied, key=lambda entry: _tie_order(*entry))[1]
+
+
+def _tie_order(done_s: float, lane: Lane, place: Landing) -> tuple[float, ...]:
     if place.warm:
-        return (done_s, 0.0, 0.0)
-    return (round(done_s, 6), place.reload_s, place.traffic)
+        return (0.0, 0.0, 0.0, 0.0, done_s)
+    return (1.0, round(place.reload_s, 6), place.traffic, len(lane.resident), done_s)
 
 
 def best_option(

@@ -31,8 +31,8 @@ from gateway.scheduler.affinity.choice import (
     Option,
     best_option,
     is_idle,
+    land,
     landing,
-    load_order,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.affinity.search import Search
@@ -57,10 +57,11 @@ def next_lane(farm: Farm, done: set[str]) -> Lane | None:
     return best
 
 
-def loader(option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str]) -> Lane:
+def loader(
+    option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str], tuning: Tuning
+) -> Lane:
     """Where the next job of a queue that `chooser` would load goes: among the lanes free no
-    later than the chooser, the one that finishes it first; on a tie the one whose evictions
-    cost least, then the one whose evicted models see the least traffic."""
+    later than the chooser, as `choice.land` picks."""
     if option.warm:
         return chooser
     job = option.queue.first
@@ -73,7 +74,7 @@ def loader(option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str]
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
     ]
-    return min(peers, key=lambda lane: load_order(landing(lane, job, farm, need), lane, job, farm))
+    return land([(lane, landing(lane, job, farm, need)) for lane in peers], job, farm, tuning)
 
 
 def explain(job: JobView, target: Lane, farm: Farm) -> Why:
@@ -135,7 +136,7 @@ def _every_option(
         if option is None:
             done.add(lane.name)
             continue
-        target = loader(option, lane, farm, need, done)
+        target = loader(option, lane, farm, need, done, tuning)
         job = option.queue.take()
         why = explain(job, target, farm)
         farm.replace(advance(target, job))

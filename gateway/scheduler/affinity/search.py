@@ -33,8 +33,8 @@ from gateway.scheduler.affinity.choice import (
     Option,
     Ranked,
     is_idle,
+    land,
     landing,
-    load_order,
     option_for,
     queue_bound,
     ranked,
@@ -232,18 +232,14 @@ class Search:
             return chooser
         job = option.queue.first
         free_at_s = max(chooser.ready_s, self.farm.now_s)
-        best: Lane | None = None
-        best_key: tuple[float, ...] | None = None
-        for lane in self.farm.lanes.values():
-            if not self.waiting(lane) or not self.may_run(lane, index):
-                continue
-            if max(lane.ready_s, self.farm.now_s) > free_at_s:
-                continue
-            key = load_order(self.landing(lane, index, job), lane, job, self.farm)
-            if best_key is None or key < best_key:
-                best, best_key = lane, key
-        assert best is not None  # the chooser itself qualifies
-        return best
+        candidates = [
+            (lane, self.landing(lane, index, job))
+            for lane in self.farm.lanes.values()
+            if self.waiting(lane)
+            and self.may_run(lane, index)
+            and max(lane.ready_s, self.farm.now_s) <= free_at_s
+        ]
+        return land(candidates, job, self.farm, self.tuning)
 
     def explain(self, job: JobView, index: int, target: Lane) -> Why:
         """`policy.explain`, with each lane's load of the queue kept between steps."""

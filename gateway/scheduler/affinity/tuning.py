@@ -41,3 +41,10 @@ class Tuning:
     80-95 % load, where a popular model evicted now is wanted again within seconds. Off (0):
     burst4 and burst16 mixed2, burst16 mixed4, poisson80 and session uniform4 newly miss a
     goal."""
+    tie_share: float = 0.1
+    """Where a load goes, workers that would finish the job within this share of the earliest
+    finish count as tied, and the tie goes to the one that evicts least, then to the one holding
+    the fewest models. Needed on real cards: two ComfyUI instances on one H200 learned SD1.5 at
+    4.0 and 4.7 units/s, and ranking by exact finish time sent every load of a run of jobs one
+    after another to one of them, so a burst that followed found every model on one worker
+    (bench/results/real_gpu.md, run 5). Off (0): like workers are told apart by noise."""
