@@ -256,3 +256,35 @@ def test_each_placement_says_why_with_the_runner_up() -> None:
     assert (only.why.reason, only.why.runner_up) == ("warm", "cold")
     assert only.why.done_s == pytest.approx(1.0)
     assert only.why.runner_up_done_s == pytest.approx(5.0)
+
+
+# 4. Where a load goes: finish times within `tie_share` of the earliest are tied, and the tie
+# goes to a warm worker, then the least eviction cost, then the one holding the fewest models.
+LIKE_CARDS = [
+    (
+        "like cards, noise apart: the one holding fewer models loads",
+        [
+            worker("full", ("m1", "m2"), speed=10.5, cache_slots=4),
+            worker("spare", ("m1",), cache_slots=4),
+        ],
+        "spare",
+    ),
+    (
+        "a card clearly faster (2x) takes the load, however much it holds",
+        [
+            worker("full", ("m1", "m2"), speed=20.0, cache_slots=4),
+            worker("spare", ("m1",), cache_slots=4),
+        ],
+        "full",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "workers", "expected"), LIKE_CARDS, ids=[case[0] for case in LIKE_CARDS]
+)
+def test_a_load_goes_to_a_worker_finishing_as_soon_that_keeps_the_most_held(
+    what: str, workers: list[WorkerView], expected: str
+) -> None:
+    snapshot = snap(10.0, [job("a", "m3", 9.0)], workers)
+    assert {a.job_id: a.worker for a in placed(snapshot)} == {"a": expected}
