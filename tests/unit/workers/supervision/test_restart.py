@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from workers.supervision.restart import (
+    DEFAULT_SETTINGS,
     ExitKind,
     ExitRecord,
     GiveUp,
@@ -37,14 +38,17 @@ def crash_loop(count: int, *, run_s: float, gap_s: float, ready: bool = True) ->
     return records
 
 
+def case(*values: object, id: str, settings: RestartSettings = DEFAULT_SETTINGS) -> object:
+    """A table row: `values`, then the settings the policy decides under."""
+    return pytest.param(*values, settings, id=id)
+
+
 RESTARTS = [
-    # (history, now_s, expected delay_s, attempt, cause)
-    pytest.param(runs((0, 3600, True)), 3600, 1.0, 1, ExitKind.CRASH, id="crash-after-long-run"),
-    pytest.param(runs((0, 5, False)), 5, 1.0, 1, ExitKind.START_FAILURE, id="first-start-failure"),
-    pytest.param(
-        runs((0, 5, False), (6, 5, False)), 11, 2.0, 2, ExitKind.START_FAILURE, id="second-start"
-    ),
-    pytest.param(
+    # (history, now_s, expected delay_s, attempt, cause), under the default settings unless given
+    case(runs((0, 3600, True)), 3600, 1.0, 1, ExitKind.CRASH, id="crash-after-long-run"),
+    case(runs((0, 5, False)), 5, 1.0, 1, ExitKind.START_FAILURE, id="first-start-failure"),
+    case(runs((0, 5, False), (6, 5, False)), 11, 2.0, 2, ExitKind.START_FAILURE, id="second-start"),
+    case(
         runs((0, 5, False), (6, 5, False), (13, 60, True)),
         73,
         4.0,
@@ -52,7 +56,7 @@ RESTARTS = [
         ExitKind.CRASH,
         id="ready-run-breaks-the-start-failure-run",
     ),
-    pytest.param(
+    case(
         runs((0, 20, True), (21, 20, True), (43, 20, True), (67, 20, True)),
         87,
         8.0,
@@ -60,7 +64,7 @@ RESTARTS = [
         ExitKind.CRASH,
         id="four-quick-crashes-double-the-delay",
     ),
-    pytest.param(
+    case(
         runs((0, 20, True), (21, 20, True), (43, 400, True)),
         443,
         1.0,
@@ -68,7 +72,7 @@ RESTARTS = [
         ExitKind.CRASH,
         id="stable-run-resets-the-backoff",
     ),
-    pytest.param(
+    case(
         runs((0, 20, True), (100, 400, True), (501, 20, True)),
         521,
         2.0,
@@ -76,7 +80,7 @@ RESTARTS = [
         ExitKind.CRASH,
         id="quick-crash-after-a-stable-run-is-the-second-failure",
     ),
-    pytest.param(
+    case(
         runs((0, 400, True), (401, 5, False)),
         406,
         2.0,
@@ -84,19 +88,50 @@ RESTARTS = [
         ExitKind.START_FAILURE,
         id="start-failure-after-a-stable-run",
     ),
-    pytest.param(
-        crash_loop(12, run_s=100, gap_s=60), 1860, 60.0, 12, ExitKind.CRASH, id="backoff-capped"
+    case(crash_loop(12, run_s=100, gap_s=60), 1860, 60.0, 12, ExitKind.CRASH, id="backoff-capped"),
+    case(runs((0, 3600, True)), 3600.4, 0.6, 1, ExitKind.CRASH, id="delay-counts-from-now"),
+    case(runs((0, 3600, True)), 3700, 0.0, 1, ExitKind.CRASH, id="overdue-restart-is-now"),
+    case(
+        crash_loop(5, run_s=30, gap_s=1),  # exits at 30, 61, 92, 123, 154
+        154,
+        16.0,
+        5,
+        ExitKind.CRASH,
+        id="exits-spread-wider-than-the-window-do-not-flap",
     ),
-    pytest.param(runs((0, 3600, True)), 3600.4, 0.6, 1, ExitKind.CRASH, id="delay-counts-from-now"),
-    pytest.param(runs((0, 3600, True)), 3700, 0.0, 1, ExitKind.CRASH, id="overdue-restart-is-now"),
+    case(
+        crash_loop(5, run_s=5, gap_s=1),  # exits at 5, 11, 17, 23, 29
+        40,
+        5.0,
+        5,
+        ExitKind.CRASH,
+        id="the-flapping-window-ends-at-now-not-at-the-exit",
+        settings=RestartSettings(flap_window_s=30),
+    ),
+    case(
+        runs((0, 5, False), (6, 5, False), (13, 5, False)),
+        18,
+        4.5,
+        3,
+        ExitKind.START_FAILURE,
+        id="custom-backoff-and-start-failure-limit",
+        settings=RestartSettings(
+            backoff_initial_s=0.5, backoff_factor=3, backoff_max_s=10, max_start_failures=5
+        ),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("history", "now_s", "delay_s", "attempt", "cause"), RESTARTS)
+@pytest.mark.parametrize(("history", "now_s", "delay_s", "attempt", "cause", "settings"), RESTARTS)
 def test_a_worker_is_restarted_after_its_backoff(
-    history: list[ExitRecord], now_s: float, delay_s: float, attempt: int, cause: ExitKind
+    history: list[ExitRecord],
+    now_s: float,
+    delay_s: float,
+    attempt: int,
+    cause: ExitKind,
+    settings: RestartSettings,
 ) -> None:
-    decision = next_restart(history, now_s)
+    decision = next_restart(history, now_s, settings)
 
     assert isinstance(decision, Restart)
     assert decision.delay_s == pytest.approx(delay_s)
@@ -106,32 +141,32 @@ def test_a_worker_is_restarted_after_its_backoff(
 
 
 GIVE_UPS = [
-    # (history, now_s, cause)
-    pytest.param(
+    # (history, now_s, cause), under the default settings unless given
+    case(
         runs((0, 5, False), (6, 5, False), (13, 5, False)),
         18,
         GiveUpCause.BROKEN_AT_START,
         id="three-start-failures",
     ),
-    pytest.param(
+    case(
         runs((0, 900, True), (901, 30, False), (933, 30, False), (967, 30, False)),
         997,
         GiveUpCause.BROKEN_AT_START,
         id="worked-once-then-broken-at-start",
     ),
-    pytest.param(
+    case(
         runs((0, 5, False), (6, 5, False), (13, 5, False), (22, 5, False), (35, 5, False)),
         40,
         GiveUpCause.BROKEN_AT_START,
         id="broken-at-start-wins-over-flapping",
     ),
-    pytest.param(
+    case(
         runs((0, 5, True), (6, 5, True), (13, 5, True), (22, 5, True), (35, 5, True)),
         40,
         GiveUpCause.FLAPPING,
         id="five-crashes-in-40-s",
     ),
-    pytest.param(
+    case(
         runs(
             (0, 400, True),
             (401, 5, True),
@@ -144,41 +179,31 @@ GIVE_UPS = [
         GiveUpCause.FLAPPING,
         id="flapping-after-a-stable-run",
     ),
-    pytest.param(
+    case(
         runs((0, 5, True), (6, 5, False), (13, 5, True), (22, 5, False), (35, 5, True)),
         40,
         GiveUpCause.FLAPPING,
         id="mixed-exits-flap",
     ),
+    case(
+        crash_loop(5, run_s=5, gap_s=1),  # exits at 5, 11, 17, 23, 29
+        29,
+        GiveUpCause.FLAPPING,
+        id="five-exits-in-a-short-window-ending-now",
+        settings=RestartSettings(flap_window_s=30),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("history", "now_s", "cause"), GIVE_UPS)
+@pytest.mark.parametrize(("history", "now_s", "cause", "settings"), GIVE_UPS)
 def test_a_broken_or_flapping_worker_is_given_up(
-    history: list[ExitRecord], now_s: float, cause: GiveUpCause
+    history: list[ExitRecord], now_s: float, cause: GiveUpCause, settings: RestartSettings
 ) -> None:
-    decision = next_restart(history, now_s)
+    decision = next_restart(history, now_s, settings)
 
     assert isinstance(decision, GiveUp)
     assert decision.cause is cause
     assert decision.reason.startswith(cause.replace("_", " "))
-
-
-def test_exits_spread_wider_than_the_window_are_not_flapping() -> None:
-    history = crash_loop(5, run_s=30, gap_s=1)  # exits at 30, 61, 92, 123, 154
-
-    decision = next_restart(history, now_s=154)
-
-    assert isinstance(decision, Restart)
-    assert decision.attempt == 5
-
-
-def test_the_flapping_window_ends_at_now() -> None:
-    history = crash_loop(5, run_s=5, gap_s=1)  # five exits by t=29
-    settings = RestartSettings(flap_window_s=30)
-
-    assert isinstance(next_restart(history, 29, settings), GiveUp)
-    assert isinstance(next_restart(history, 40, settings), Restart)
 
 
 def test_the_history_may_come_in_any_order() -> None:
@@ -186,18 +211,6 @@ def test_the_history_may_come_in_any_order() -> None:
     shuffled = [history[2], history[0], history[3], history[1]]
 
     assert next_restart(shuffled, 449) == next_restart(history, 449)
-
-
-def test_custom_settings_change_the_thresholds() -> None:
-    settings = RestartSettings(
-        backoff_initial_s=0.5, backoff_factor=3, backoff_max_s=10, max_start_failures=5
-    )
-    history = runs((0, 5, False), (6, 5, False), (13, 5, False))
-
-    decision = next_restart(history, 18, settings)
-
-    assert isinstance(decision, Restart)
-    assert decision.backoff_s == pytest.approx(4.5)
 
 
 def test_reasons_name_the_exit() -> None:
