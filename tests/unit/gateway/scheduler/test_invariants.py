@@ -259,32 +259,63 @@ def test_each_placement_says_why_with_the_runner_up() -> None:
 
 
 # 4. Where a load goes: finish times within `tie_share` of the earliest are tied, and the tie
-# goes to a warm worker, then the least eviction cost, then the one holding the fewest models.
-LIKE_CARDS = [
-    (
-        "like cards, noise apart: the one holding fewer models loads",
-        [
-            worker("full", ("m1", "m2"), speed=10.5, cache_slots=4),
-            worker("spare", ("m1",), cache_slots=4),
-        ],
+# goes to a warm worker, then the least eviction cost, then the least traffic of the evicted
+# models, then the one holding the fewest models.
+DEAR = worker("dear", ("m2", "m1"), cache_slots=2)
+"""Full: loading m3 evicts m1 (its least recently used)."""
+CHEAP = worker("cheap", ("m4", "m5", "m6"), cache_slots=3)
+"""Full, holding more than `DEAR`: loading m3 evicts m6, which nothing asks for."""
+NEEDS_M1 = job("b", "m1", 9.5, model_keys=frozenset(("m1", "m7")))
+"""A waiting job that needs m1 (with a LoRA no worker holds, so no worker is warm for it)."""
+M1_TRAFFIC = {"m1": 0.5}
+
+
+def load_of_a(
+    workers: list[WorkerView], *waiting: JobView, demand_per_s: dict[str, float] | None = None
+) -> Snapshot:
+    """Job "a", needing m3 that no worker holds, at 10 s beside `waiting` jobs."""
+    jobs = [job("a", "m3", 9.0), *waiting]
+    return snap(10.0, jobs, workers, demand_per_s=demand_per_s or {})
+
+
+# (what, snapshot, the worker job "a" is placed on)
+LIKE_CARDS = {
+    "like cards, noise apart: the one holding fewer models loads": (
+        load_of_a(
+            [
+                worker("full", ("m1", "m2"), speed=10.5, cache_slots=4),
+                worker("spare", ("m1",), cache_slots=4),
+            ]
+        ),
         "spare",
     ),
-    (
-        "a card clearly faster (2x) takes the load, however much it holds",
-        [
-            worker("full", ("m1", "m2"), speed=20.0, cache_slots=4),
-            worker("spare", ("m1",), cache_slots=4),
-        ],
+    "a card clearly faster (2x) takes the load, however much it holds": (
+        load_of_a(
+            [
+                worker("full", ("m1", "m2"), speed=20.0, cache_slots=4),
+                worker("spare", ("m1",), cache_slots=4),
+            ]
+        ),
         "full",
     ),
-]
+    "like cards: the one evicting no model a waiting job needs loads, though it holds more": (
+        load_of_a([DEAR, CHEAP], NEEDS_M1),
+        "cheap",
+    ),
+    "like cards: the one evicting no model recent traffic wants loads, though it holds more": (
+        load_of_a([DEAR, CHEAP], demand_per_s=M1_TRAFFIC),
+        "cheap",
+    ),
+    # Done in 4 + 0.25 s against 4 + 1 s: outside the 10 % tie.
+    "a card clearly faster (4x) takes the load, though it evicts a model a waiting job needs": (
+        load_of_a([worker("dear", ("m2", "m1"), speed=40.0, cache_slots=2), CHEAP], NEEDS_M1),
+        "dear",
+    ),
+}
 
 
-@pytest.mark.parametrize(
-    ("what", "workers", "expected"), LIKE_CARDS, ids=[case[0] for case in LIKE_CARDS]
-)
+@pytest.mark.parametrize(("snapshot", "expected"), LIKE_CARDS.values(), ids=LIKE_CARDS.keys())
 def test_a_load_goes_to_a_worker_finishing_as_soon_that_keeps_the_most_held(
-    what: str, workers: list[WorkerView], expected: str
+    snapshot: Snapshot, expected: str
 ) -> None:
-    snapshot = snap(10.0, [job("a", "m3", 9.0)], workers)
-    assert {a.job_id: a.worker for a in placed(snapshot)} == {"a": expected}
+    assert {a.job_id: a.worker for a in placed(snapshot)}.get("a") == expected
