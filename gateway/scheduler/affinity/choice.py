@@ -13,11 +13,16 @@ For a worker (a lane) and a queue of interchangeable jobs:
   that need it: batch100 and burst16 on mixed16, where a slow card that loaded an SDXL job
   after waiting its load time alone finished it 9 s after the fast holders were done.)
 - Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
-  first in queue order. Loads are ranked by priority, then response ratio with the load in
-  it: (waited + cost) / cost over the share of the queue it would serve, cost = load + reloads
-  it causes + run, scaled by how fast this card runs the family against the fastest other card
-  (comparative advantage). A load must be earned by waiting; under heavy load every wait grows
-  together, so each load serves more jobs instead of loads multiplying.
+  first in queue order. Loads are ranked by priority, then by how much sooner the queue is
+  done with this worker's help (`Option.gain_s`: a queue no worker holds first, its whole
+  wait; then water-filling, the queue whose holders would finish it last gains most; cells
+  that need it: burst16 on flags4, mixed16 and mixed4 with LRU, where a free card that
+  loaded the cheapest model left the bottleneck's big jobs to one holder), then by response
+  ratio with the load in it: (waited + cost) / cost over the share of the queue it would
+  serve, cost = load + reloads it causes + run, scaled by how fast this card runs the family
+  against the fastest other card (comparative advantage). A load must be earned by waiting;
+  under heavy load every wait grows together, so each load serves more jobs instead of loads
+  multiplying.
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ class Option:
     waited_s: float
     advantage: float
     priority: int
+    gain_s: float = math.inf
+    """How much sooner the queue is done with this worker serving it than by the other
+    workers that hold its models (`fluid.finish_s`); inf when no other worker holds them."""
 
     @property
     def cost_s(self) -> float:
@@ -56,8 +64,10 @@ class Option:
     def ratio(self) -> float:
         return (self.waited_s + self.cost_s) / self.cost_s * self.advantage
 
-    def key(self) -> tuple[int, float, bool, float]:
-        return (self.priority, self.ratio(), self.warm, self.jobs / self.cost_s)
+    def key(self) -> tuple[int, bool, float, float, float]:
+        """Higher is better: priority, then a load before warm work (which of the two is
+        `settle`'s to say), then the gain, then the response ratio."""
+        return (self.priority, not self.warm, self.gain_s, self.ratio(), self.jobs / self.cost_s)
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,7 @@ def option_for(
         return None
     mine_s = alone_s(lane, queue, farm)
     fraction = share(start_s, mine_s, others) if others else 1.0
+    gain_s = finish_s(others) - finish_s([*others, (start_s, mine_s)]) if others else math.inf
     jobs = max(fraction * queue.count, 1.0)
     return Option(
         queue=queue,
@@ -141,6 +152,7 @@ def option_for(
         waited_s=waited_s * jobs / queue.count,
         advantage=farm.advantage(lane, job.family),
         priority=job.priority,
+        gain_s=gain_s,
     )
 
 
@@ -310,6 +322,15 @@ def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
     if load < 0.0 or run_s <= 0.0:
         return math.inf
     return (1.0 + queue.waited_s(farm.now_s) / (load + run_s)) * farm.advantage(lane, job.family)
+
+
+def holders_finish_s(queue: Queue, farm: Farm) -> float:
+    """When the workers holding the queue's models would finish it together (inf when none
+    does): an upper bound on the gain of any other worker, whose help cannot make the queue
+    done before now."""
+    holders = farm.holders(queue, "")
+    now_s = farm.now_s
+    return finish_s([(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders])
 
 
 def queue_bound(queue: Queue, farm: Farm) -> float:

@@ -16,6 +16,11 @@ tests/unit/gateway/scheduler/test_invariants.py):
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
 3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
+4. A load goes to a worker that finishes the job within `Tuning.tie_share` of the earliest;
+   among those a warm one, then the least eviction cost, then the least traffic of what it
+   evicts, then the fewest models held (`choice.land`).
+5. A load goes where it shortens a queue most (`choice.Option.gain_s`): a queue no worker
+   holds first, then the one whose holders would finish it last.
 
 The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
 workers x groups, whatever the number of waiting jobs.

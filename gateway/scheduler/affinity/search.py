@@ -2,10 +2,13 @@
 every queue at every step (`place(..., prune=False)`), at a cost close to what changes.
 
 - The queues the lane holds are found through an index by model key. The others are visited
-  by falling bound over every lane (`choice.queue_bound`, kept in order as queues lose jobs)
-  until none can beat the best option so far; one is evaluated only when its bound for this
-  lane (`choice.ratio_bound`) could beat it too. Both bounds assume what the rules never
-  produce otherwise: load, reload and fixed seconds are never negative.
+  in the order of `Option.key` bounded over every lane, kept in order as queues lose jobs and
+  holders change: those no worker holds by their ratio bound (`choice.queue_bound`), then the
+  others by the bound on any helper's gain (`choice.holders_finish_s`: no help makes a queue
+  done before now), until none can beat the best option so far; one no worker holds is
+  evaluated only when its ratio bound for this lane (`choice.ratio_bound`) could beat it too.
+  The ratio bounds assume what the rules never produce otherwise: load, reload and fixed
+  seconds are never negative.
 - Options, bounds and per-lane costs are kept across the assignments of one call, each
   stamped with the versions of the lane and the queue it was computed from. A placement
   changes the versions of the lane that took the job, of the queue it came from, of the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Iterator, Sequence
 
 from gateway.scheduler.affinity.choice import (
@@ -32,6 +36,7 @@ from gateway.scheduler.affinity.choice import (
     Need,
     Option,
     Ranked,
+    holders_finish_s,
     is_idle,
     land,
     landing,
@@ -48,6 +53,9 @@ from gateway.scheduler.cost import can_run, is_warm, load_s
 from gateway.scheduler.snapshot import Assignment, JobView, Why
 
 LaneOrder = tuple[float, float, str]
+Rank = tuple[int, int, float, int]
+"""A queue's place in `Search.by_bound`: negated priority, -1 for a queue no worker holds
+(else 0), the negated bound on its options' ratio (no holder) or gain (held), its index."""
 
 _BOUND_MARGIN = 1e-9
 """A bound is trusted to beat an option only by more than this relative margin: the two are
@@ -84,7 +92,7 @@ class Search:
         self.modelless = [i for i, queue in enumerate(queues) if not queue.models]
         self.ranks = [self.rank(index) for index in range(len(queues))]
         self.by_bound = sorted(rank for rank in self.ranks if rank is not None)
-        """The non-empty queues by falling priority, then falling bound over every lane."""
+        """The non-empty queues in the order of the best key their options could have."""
         self.samples = [queue.first if queue.jobs else None for queue in queues]
         """A job of each queue as the call began (its last job may be taken meanwhile)."""
         asking = [lane for lane in farm.lanes.values() if lane.slots > 0]
@@ -147,12 +155,16 @@ class Search:
                 option = self.option(lane, index, idle)
                 if option is not None:
                     best, warm = ranked(option, index, best, warm)
-        for priority, bound, index in self.by_bound:
-            if best is not None and _beaten(-priority, -bound, best[0]):
-                break  # so are the rest: they come in falling (priority, bound)
+        for priority, unheld, bound, index in self.by_bound:
+            if best is not None and _beaten(-priority, unheld < 0, -bound, best[0]):
+                break  # so are the rest: they come in falling order
             if self.queues[index].models <= held or not self.may_run(lane, index):
                 continue
-            if best is not None and _beaten(-priority, self.bound(lane, index), best[0]):
+            if (
+                unheld < 0
+                and best is not None
+                and _beaten(-priority, True, self.bound(lane, index), best[0])
+            ):
                 continue
             option = self.option(lane, index, idle)
             if option is not None:
@@ -168,13 +180,15 @@ class Search:
                     found.add(index)
         return found
 
-    def rank(self, index: int) -> tuple[int, float, int] | None:
-        """The queue's place in `by_bound`: negated priority and bound over every lane
-        (`choice.queue_bound`); None once it is empty."""
+    def rank(self, index: int) -> Rank | None:
+        """The queue's place in `by_bound` (`Rank`); None once it is empty."""
         queue = self.queues[index]
         if not queue.jobs:
             return None
-        return (-queue.first.priority, -queue_bound(queue, self.farm), index)
+        done_s = holders_finish_s(queue, self.farm)
+        if math.isinf(done_s):
+            return (-queue.first.priority, -1, -queue_bound(queue, self.farm), index)
+        return (-queue.first.priority, 0, -(done_s - self.farm.now_s), index)
 
     def rerank(self, index: int) -> None:
         old, new = self.ranks[index], self.rank(index)
@@ -296,10 +310,13 @@ class Search:
         self.lane_version[after.name] += 1
         self.queue_version[index] += 1
         self.taken[index] += 1
-        self.rerank(index)
+        dated = {index}
         for key in was | now:
             for queue in self.queues_of.get(key, ()):
                 self.queue_version[queue] += 1
+                dated.add(queue)
+        for queue in dated:  # their holders changed, or they lost a job: bounds moved
+            self.rerank(queue)
         for key in was ^ now:
             for name in self.farm.holding.get(key, ()):
                 self.lane_version[name] += 1
@@ -310,8 +327,14 @@ class Search:
             heapq.heappush(self.heap, self.order(after))
 
 
-def _beaten(priority: int, bound: float, best: Option) -> bool:
-    """Whether every option with this priority and ratio bound ranks below `best`."""
+def _beaten(priority: int, unheld: bool, bound: float, best: Option) -> bool:
+    """Whether every load with this priority and bound ranks below `best` by `Option.key`:
+    a ratio bound for a queue no worker holds (`unheld`), else a gain bound."""
     if priority != best.priority:
         return priority < best.priority
-    return bound * (1.0 + _BOUND_MARGIN) < best.ratio()
+    if best.warm:
+        return False  # any load of its priority outranks warm work in the key
+    if unheld != math.isinf(best.gain_s):
+        return not unheld
+    limit = best.ratio() if unheld else best.gain_s
+    return bound * (1.0 + _BOUND_MARGIN) < limit

@@ -44,8 +44,9 @@ class Tuning:
     goal."""
     tie_share: float = 0.1
     """Where a load goes, workers that would finish the job within this share of the earliest
-    finish count as tied, and the tie goes to the one that evicts least, then to the one holding
-    the fewest models. Needed on real cards: two ComfyUI instances on one H200 learned SD1.5 at
+    finish count as tied, and the tie goes to a warm one, then to the one that evicts least, then to
+    the one whose evicted models see the least traffic, then to the one holding the fewest
+    models. Needed on real cards: two ComfyUI instances on one H200 learned SD1.5 at
     4.0 and 4.7 units/s, and ranking by exact finish time sent every load of a run of jobs one
     after another to one of them, so a burst that followed found every model on one worker
     (bench/results/real_gpu.md, run 5). Off (0): like workers are told apart by noise."""

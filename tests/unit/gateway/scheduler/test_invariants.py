@@ -215,6 +215,47 @@ def test_a_burst_of_one_model_is_split_where_a_second_load_shortens_it() -> None
     assert {a.worker for a in out} == {"a", "b"}
 
 
+def two_families(name: str, resident: tuple[str, ...]) -> WorkerView:
+    """An idle worker with 2 free slots: SD1.5 loads in 1 s, SDXL in 6 s, 10 units/s."""
+    return WorkerView(
+        name=name,
+        free_slots=2,
+        resident=resident,
+        idle_since_s=0.0,
+        speed={"sd15": 10.0, "sdxl": 10.0},
+        load_s={"sd15": 1.0, "sdxl": 6.0},
+    )
+
+
+# Which queue the free worker "c" loads for: five 2 s SDXL jobs on m1 (its holder alone 10 s)
+# and three 1 s SD1.5 jobs on m2 (its holder alone 3 s). Helping m1 ends it at 8 s instead of
+# 10; helping m2 saves 1 s of a queue that ends first anyway, although its load is cheaper.
+BOTTLENECK_JOBS = [job(f"x{i}", "m1", family="sdxl", work=20.0) for i in range(5)] + [
+    job(f"s{i}", "m2", work=10.0) for i in range(3)
+]
+HELPS = {
+    "the queue its holders would finish last, not the cheapest load": (
+        BOTTLENECK_JOBS,
+        "m1",
+    ),
+    "a queue nobody holds before helping a held one": (
+        [*BOTTLENECK_JOBS, job("lone", "m4", work=10.0)],
+        "m4",
+    ),
+}
+
+
+@pytest.mark.parametrize(("jobs", "model"), HELPS.values(), ids=HELPS.keys())
+def test_a_free_worker_loads_where_it_shortens_a_queue_most(
+    jobs: list[JobView], model: str
+) -> None:
+    farm = [two_families("a", ("m1",)), two_families("b", ("m2",)), two_families("c", ("m3",))]
+    out = placed(snap(0.0, jobs, farm))
+    by_id = {j.job_id: j for j in jobs}
+    first_on_c = next(a for a in out if a.worker == "c")
+    assert by_id[first_on_c.job_id].checkpoint == model
+
+
 def test_a_card_never_measured_gets_a_share_of_a_burst() -> None:
     burst = [job(f"j{i}", "m1") for i in range(10)]
     # As the dispatcher and the simulator show it: estimated from the card it shares a kind with.
