@@ -222,7 +222,8 @@ class Landing:
     reload_s: float = 0.0
     """What evicting for it costs (`reload_s` with no horizon)."""
     traffic: float = 0.0
-    """Recent jobs per second for the models it would evict."""
+    """Recent jobs per second for the models it would evict that no other worker holds (as
+    `reload_s`, a copy held elsewhere is not lost)."""
 
 
 def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
@@ -230,7 +231,9 @@ def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
     if is_warm(job, lane.resident):
         return Landing(start_s, warm=True)
     gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
-    traffic = sum(need.demand_per_s.get(key, 0.0) for key in gone)
+    traffic = sum(
+        need.demand_per_s.get(key, 0.0) for key in gone if not farm.held_elsewhere(key, lane.name)
+    )
     return Landing(start_s, False, reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 
 

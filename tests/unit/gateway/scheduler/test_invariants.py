@@ -347,6 +347,13 @@ LIKE_CARDS = {
         load_of_a([DEAR, CHEAP], demand_per_s=M1_TRAFFIC),
         "cheap",
     ),
+    "like cards: evicting a copy another worker also holds costs no traffic, however wanted": (
+        load_of_a(
+            [DEAR, CHEAP, worker("copy", ("m6",), free=0, outstanding=1, outstanding_s=5.0)],
+            demand_per_s={"m1": 0.5, "m6": 0.8},
+        ),
+        "cheap",
+    ),
     # Done in 4 + 0.25 s against 4 + 1 s: outside the 10 % tie.
     "a card clearly faster (4x) takes the load, though it evicts a model a waiting job needs": (
         load_of_a([worker("dear", ("m2", "m1"), speed=40.0, cache_slots=2), CHEAP], NEEDS_M1),
