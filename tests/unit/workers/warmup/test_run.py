@@ -163,7 +163,10 @@ async def test_the_emulator_times_the_probe_as_a_warm_job_and_it_seeds_a_usable_
     units, probe_s = result.probe
 
     assert units == pytest.approx(work_units(probe_prompt(SDXL, "sdxl")))
-    assert probe_s == pytest.approx(warm_s(10), rel=0.25)
+    # A busy machine only adds time (the emulator sleeps its cost): the bounds are lopsided,
+    # and the upper one still tells a warm run from a cold one (about 3x a warm one).
+    assert 0.85 * warm_s(10) <= probe_s <= 1.6 * warm_s(10)
     assert result.seconds > 2 * probe_s  # the cold warm-up: load, CUDA set-up
     twenty = work_units(probe_prompt(SDXL, "sdxl", steps=20))
-    assert learned.seed(units, probe_s).predict_s(twenty) == pytest.approx(warm_s(20), rel=0.3)
+    predicted_s = learned.seed(units, probe_s).predict_s(twenty)
+    assert 0.8 * warm_s(20) <= predicted_s <= 1.6 * warm_s(20)
