@@ -18,15 +18,21 @@ from bench.machine import describe as machine
 from gateway.scheduler import queue
 
 
-def fmt_ms(row: Row, q: float) -> str:
-    """The q-th percentile (100: the max) in ms; `>` where the one call was cut at the cap."""
-    value = row.pct_ms(q) if q < 100 else max(row.samples_ms)
+def fmt_ms(value: float, cut: bool = False) -> str:
+    """Milliseconds to three or four significant figures; `>` where the one call was cut at
+    the cap (a lower bound)."""
     text = f"{value:.3f}" if value < 10 else f"{value:.1f}" if value < 1000 else f"{value:,.0f}"
-    return ">" + text if row.cut else text
+    return ">" + text if cut else text
 
 
-def cell(row: Row) -> str:
-    return f"{fmt_ms(row, 50)} / {fmt_ms(row, 99)} / {fmt_ms(row, 100)} ({len(row.samples_ms)})"
+def cpu_cell(row: Row) -> str:
+    return f"{fmt_ms(row.cpu_pct_ms(50), row.cut)} / {fmt_ms(row.cpu_pct_ms(99), row.cut)}"
+
+
+def wall_cell(row: Row) -> str:
+    p50, p99, most = row.pct_ms(50), row.pct_ms(99), max(row.samples_ms)
+    spread = " / ".join(fmt_ms(value, row.cut) for value in (p50, p99, most))
+    return f"{spread} ({len(row.samples_ms)})"
 
 
 def target_cell(case: str, size: Size, rows: Sequence[Row]) -> str:
@@ -34,21 +40,27 @@ def target_cell(case: str, size: Size, rows: Sequence[Row]) -> str:
     ours = [r for r in rows if r.policy == POLICIES[0]]
     if target is None or not ours:
         return ""
-    met = not ours[0].cut and ours[0].pct_ms(99) <= target
+    met = not ours[0].cut and ours[0].cpu_pct_ms(99) <= target
     return f"<= {target:g} ms: {'met' if met else '**missed**'}"
 
 
 def table(rows: Sequence[Row]) -> str:
+    """One line per case and size: the first policy's CPU and wall-clock times, the others'
+    CPU times, and whether the first policy's CPU p99 meets its target."""
     policies = list(dict.fromkeys(r.policy for r in rows))
+    ours, others = policies[0], policies[1:]
     header = ["case", "jobs x workers x models", "groups", "shown jobs"]
-    header += [f"{p} p50 / p99 / max ms (calls)" for p in policies] + ["affinity p99 target"]
+    header += [f"{ours} CPU p50 / p99 ms", f"{ours} wall p50 / p99 / max ms (calls)"]
+    header += [f"{p} CPU p50 / p99 ms" for p in others] + [f"{ours} CPU p99 target"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     keyed = {
         (r.case, r.size): [x for x in rows if (x.case, x.size) == (r.case, r.size)] for r in rows
     }
     for (case, size), group in keyed.items():
         by_policy = {r.policy: r for r in group}
-        cells = [cell(by_policy[p]) if p in by_policy else "-" for p in policies]
+        mine = by_policy.get(ours)
+        cells = [cpu_cell(mine), wall_cell(mine)] if mine else ["-", "-"]
+        cells += [cpu_cell(by_policy[p]) if p in by_policy else "-" for p in others]
         first = group[0]
         body = [case, size.label, str(first.groups), f"{first.shown:,}", *cells]
         lines.append("| " + " | ".join([*body, target_cell(case, size, group)]) + " |")
@@ -69,13 +81,16 @@ def plot(rows: Sequence[Row], path: Path, command: str) -> None:
         for name in dict.fromkeys(r.policy for r in of_case):
             mine = {r.size: r for r in of_case if r.policy == name}
             xs = [i for i, size in enumerate(sizes) if size in mine]
-            ys = [mine[sizes[i]].pct_ms(99) for i in xs]
+            ys = [mine[sizes[i]].cpu_pct_ms(99) for i in xs]
             style = {"linewidth": 2.5, "color": "black"} if name == POLICIES[0] else {}
-            ax.plot(xs, ys, marker="o", label=name, **style)
+            ax.plot(xs, ys, marker="o", label=f"{name} CPU", **style)
+            if name == POLICIES[0]:
+                walls = [mine[sizes[i]].pct_ms(99) for i in xs]
+                ax.plot(xs, walls, linestyle="--", color="gray", label=f"{name} wall clock")
         targets = [(i, TARGETS_MS[size]) for i, size in enumerate(sizes) if size in TARGETS_MS]
         if targets:
             tx, ty = zip(*targets, strict=True)
-            ax.scatter(tx, ty, marker="_", s=400, color="red", label="affinity p99 target")
+            ax.scatter(tx, ty, marker="_", s=400, color="red", label="affinity CPU p99 target")
         ax.set_xticks(range(len(sizes)), [size.label for size in sizes], rotation=60, fontsize=7)
         ax.set_yscale("log")
         ax.set_ylabel("p99 ms per decision")
@@ -89,9 +104,15 @@ def plot(rows: Sequence[Row], path: Path, command: str) -> None:
 
 
 NOTES = (
-    "Each cell: p50 / p99 / max milliseconds of one `policy.assign(snapshot)` call, and how many "
-    "calls were timed (after one untimed warm-up call unless it took {budget_s:g} s or more; at "
-    "least {min_reps} calls or {budget_s:g} s of calls, at most {max_reps}, and none started that "
+    "CPU: milliseconds of CPU time of the calling thread (`time.thread_time_ns`) during one "
+    "`policy.assign(snapshot)` call, what the placement itself costs; the targets judge its "
+    "p99. Wall: the same calls by the wall clock (`time.perf_counter_ns`), what a caller "
+    "waits on this machine, where other processes share the cores and preempt the call "
+    "(the load average above): on a loaded machine the wall p99 and max are mostly that "
+    "preemption, kept beside the CPU figures as the honest picture. Each row: p50 / p99 "
+    "(/ max) and how many calls were timed (after one untimed warm-up call unless it took "
+    "{budget_s:g} s or more; at least {min_reps} calls or {budget_s:g} s of calls, at most "
+    "{max_reps}, and none started that "
     "would end past {cap_s:g} s; with fewer than 100 calls the p99 is the max; `>`: one call cut "
     "at {cap_s:g} s, a lower bound). Groups: "
     "`queue.group_jobs` of the waiting jobs; shown jobs: their heads (`queue.heads_in_order`, "

@@ -44,46 +44,67 @@ class Row:
     placed: int
     """Assignments of one call."""
     samples_ms: tuple[float, ...]
+    """Wall-clock milliseconds of each call: what a caller waits, preemption included."""
+    cpu_samples_ms: tuple[float, ...]
+    """CPU milliseconds of this thread during each call: what the placement itself costs,
+    whatever else the machine runs."""
     cut: bool
     """The first call was still running at the cap: its one sample is a lower bound."""
 
     def pct_ms(self, q: float) -> float:
+        """The q-th percentile of the wall-clock samples."""
         return float(np.percentile(self.samples_ms, q, method="higher"))
 
+    def cpu_pct_ms(self, q: float) -> float:
+        """The q-th percentile of the CPU samples."""
+        return float(np.percentile(self.cpu_samples_ms, q, method="higher"))
 
-def _timed_ms(policy: Policy, snapshot: Snapshot) -> tuple[float, int]:
+
+@dataclass(frozen=True)
+class Sample:
+    """One call: wall-clock and CPU milliseconds."""
+
+    wall_ms: float
+    cpu_ms: float
+
+
+def _timed(policy: Policy, snapshot: Snapshot) -> tuple[Sample, int]:
+    began_cpu = time.thread_time_ns()
     began = time.perf_counter_ns()
     placed = len(policy.assign(snapshot))
-    return (time.perf_counter_ns() - began) / 1e6, placed
+    wall_ns = time.perf_counter_ns() - began
+    return Sample(wall_ns / 1e6, (time.thread_time_ns() - began_cpu) / 1e6), placed
 
 
-def measure(policy: Policy, snapshot: Snapshot, budget: Budget) -> tuple[list[float], int, bool]:
-    """Milliseconds of each call, the assignments of one call, and whether the only call was
+def measure(policy: Policy, snapshot: Snapshot, budget: Budget) -> tuple[list[Sample], int, bool]:
+    """Each call's milliseconds, the assignments of one call, and whether the only call was
     cut at the cap (its milliseconds so far are then the one sample, a lower bound).
 
     The first call warms up and is not counted unless it took `budget_s` or more (then every
     call counts); no call starts that would, at the last call's pace, end past the cap."""
-    samples: list[float] = []
+    samples: list[Sample] = []
     began_s = time.perf_counter()
+    began_cpu_ns = time.thread_time_ns()
     try:
         with deadline(budget.cap_s):
-            first_ms, placed = _timed_ms(policy, snapshot)
-            if first_ms >= 1000.0 * budget.budget_s:
-                samples.append(first_ms)
-            while len(samples) < budget.max_reps and _more(samples, began_s, first_ms, budget):
-                samples.append(_timed_ms(policy, snapshot)[0])
+            first, placed = _timed(policy, snapshot)
+            if first.wall_ms >= 1000.0 * budget.budget_s:
+                samples.append(first)
+            while len(samples) < budget.max_reps and _more(samples, began_s, first, budget):
+                samples.append(_timed(policy, snapshot)[0])
     except Overrun:
         if samples:  # the cap passed during a call: that call is left out
             return samples, placed, False
-        return [1000.0 * (time.perf_counter() - began_s)], 0, True
+        wall_ms = 1000.0 * (time.perf_counter() - began_s)
+        return [Sample(wall_ms, (time.thread_time_ns() - began_cpu_ns) / 1e6)], 0, True
     return samples, placed, False
 
 
-def _more(samples: Sequence[float], began_s: float, first_ms: float, budget: Budget) -> bool:
+def _more(samples: Sequence[Sample], began_s: float, first: Sample, budget: Budget) -> bool:
     elapsed_s = time.perf_counter() - began_s
     if len(samples) >= budget.min_reps and elapsed_s >= budget.budget_s:
         return False
-    last_s = (samples[-1] if samples else first_ms) / 1000.0
+    last_s = (samples[-1] if samples else first).wall_ms / 1000.0
     return elapsed_s + last_s <= budget.cap_s
 
 
@@ -97,7 +118,8 @@ def time_row(case: str, size: Size, name: str, snapshot: Snapshot, budget: Budge
         groups=len(snapshot.groups),
         shown=len(snapshot.jobs),
         placed=placed,
-        samples_ms=tuple(samples),
+        samples_ms=tuple(sample.wall_ms for sample in samples),
+        cpu_samples_ms=tuple(sample.cpu_ms for sample in samples),
         cut=cut,
     )
 
@@ -112,7 +134,7 @@ def run_rows(
             snapshot = build_snapshot(case, size)
             for name in policies:
                 row = time_row(case, size, name, snapshot, budget)
-                p99 = f"{row.pct_ms(99):.3f}"
+                p99 = f"CPU {row.cpu_pct_ms(99):.3f} wall {row.pct_ms(99):.3f}"
                 print(f"{case:6} {size.label:>22} {name:12} p99 {p99} ms", file=sys.stderr)
                 rows.append(row)
     return rows

@@ -74,11 +74,18 @@ def test_slow_calls_all_count_and_none_starts_that_would_end_past_the_cap() -> N
     samples, _, cut = measure(Sleepy(0.04), snapshot, Budget(budget_s=0.01, cap_s=0.3))
     assert not cut
     assert len(samples) >= 2
-    assert sum(samples) <= 300.0
+    assert sum(sample.wall_ms for sample in samples) <= 300.0
+
+
+def test_a_call_that_waits_counts_its_wall_time_but_not_as_cpu() -> None:
+    snapshot = build_snapshot("burst", Size(10, 2, 1))
+    samples, _, _ = measure(Sleepy(0.05), snapshot, Budget(min_reps=2, max_reps=2, budget_s=0.0))
+    assert all(sample.cpu_ms < sample.wall_ms / 2 for sample in samples)
 
 
 def test_quick_mode_writes_the_table_and_the_plot(tmp_path: Path) -> None:
     assert main(["--quick", "--policies", "swarm_like", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "decision.md").read_text()
     assert "| burst | 10 x 2 x 1 |" in text
+    assert "swarm_like CPU p50 / p99 ms | swarm_like wall p50 / p99 / max ms (calls)" in text
     assert (tmp_path / "decision.png").stat().st_size > 0
