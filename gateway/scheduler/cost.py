@@ -74,14 +74,22 @@ def key_load_s(worker: WorkerView, key: str, family: str) -> float:
 
 def load_s(job: JobView, worker: WorkerView, resident: Iterable[str]) -> float:
     """Seconds to load what the job needs and `resident` does not hold."""
+    models = models_of(job)
+    if len(models) == 1:  # the common prompt, one checkpoint: no set to build
+        (only,) = models
+        return 0.0 if only in resident else key_load_s(worker, only, job.family)
     held = set(resident)
-    return sum(key_load_s(worker, key, job.family) for key in models_of(job) - held)
+    return sum(key_load_s(worker, key, job.family) for key in models - held)
 
 
 def touch(resident: tuple[str, ...], models: frozenset[str], slots: int) -> tuple[str, ...]:
     """Residency after running a prompt that uses `models` (MRU first, LRU evicted)."""
     if not models:
         return resident
+    if len(models) == 1:  # the common prompt, one checkpoint: no sort, and no copy to filter
+        (only,) = models
+        rest = tuple([key for key in resident if key != only]) if only in resident else resident
+        return (only, *rest)[: max(slots, 1)]
     rest = tuple([key for key in resident if key not in models])  # a list: half the time
     return (tuple(sorted(models)) + rest)[: max(slots, len(models))]
 
@@ -108,7 +116,11 @@ def completion_s(job: JobView, worker: WorkerView) -> float:
 
 def is_warm(job: JobView, resident: Iterable[str]) -> bool:
     """Whether every model key of the job is in `resident`."""
-    return models_of(job) <= set(resident)
+    models = models_of(job)
+    if len(models) == 1:
+        (only,) = models
+        return only in resident
+    return models <= set(resident)
 
 
 def with_job(worker: WorkerView, job: JobView) -> WorkerView:

@@ -108,41 +108,69 @@ def option_for(
     lane: Lane, queue: Queue, farm: Farm, need: Need, idle: bool, tuning: Tuning
 ) -> Option | None:
     """What serving `queue` next would be for `lane`; None when it should leave it to others."""
+    return weigh(lane, queue, farm, need, idle, tuning)[0]
+
+
+def weigh(
+    lane: Lane,
+    queue: Queue,
+    farm: Farm,
+    need: Need,
+    idle: bool,
+    tuning: Tuning,
+    hint: Lane | None = None,
+) -> tuple[Option | None, Lane | None]:
+    """`option_for`, and where the idle `lane` leaves the queue to a lane that would finish its
+    next job sooner before its wait beside it has run out, such a lane: while neither of the
+    two takes a job and the queue keeps its next job, the refusal stands, whoever holds what.
+    `hint` is looked at first (the last such lane for the queue is often one again)."""
     job = queue.first
     now_s = farm.now_s
     warm = farm.is_warm(lane, queue)
     load = 0.0 if warm else load_s(job, lane.worker, lane.resident)
     waited_s = queue.waited_s(now_s)
-    slow = not warm and too_slow(lane, job.family, farm, tuning)
-    if not idle and not warm and (slow or waited_s < tuning.patience * load):
-        return None  # the cheap half of the busy worker's test below, first
+    if (
+        not idle
+        and not warm
+        and (too_slow(lane, job.family, farm, tuning) or waited_s < tuning.patience * load)
+    ):
+        return None, None  # the cheap half of the busy worker's test below, first
     start_s = max(lane.ready_s, now_s) + load
+    done_s = start_s + farm.run_s(lane, job)
+    hold_s = hold_bound_s(lane, job, farm, load) if idle else 0.0
+    if idle and waited_beside_s(lane, job, now_s) < hold_s:
+        # Work conservation: an idle worker leaves a job only to a worker that finishes it
+        # sooner, and only for the ski-rental wait. The wait has not run out (nor can the
+        # clock of `overdue_s`, which is never longer), so a sooner lane settles it.
+        sooner = sooner_elsewhere(lane, queue, farm, done_s, hint)
+        if sooner is not None:
+            return None, sooner
     others = [
         (max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in farm.holders(queue, lane.name)
     ]
-    useful = start_s + farm.run_s(lane, job) <= finish_s(others)
+    useful = done_s <= finish_s(others)
     gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
-    evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
+    evict = 0.0
     if idle:
-        # Work conservation: an idle worker leaves a job only to a worker that finishes it
-        # sooner, and only for the ski-rental wait.
-        done_s = start_s + farm.run_s(lane, job)
-        sooner = useful and done_s <= sooner_elsewhere_s(lane, queue, farm)
+        # No lane finishes it sooner, or the wait has run out (then a useful lane serves).
         overdue = (
             waited_beside_s(lane, job, now_s) if useful else overdue_s(lane, job, farm, others)
         )
-        serve = sooner or overdue >= hold_bound_s(lane, job, farm, load)
+        serve = overdue >= hold_s or (useful and done_s <= math.inf)  # false for NaN
     elif warm:
         serve = useful
     else:
+        evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
         serve = useful and waited_s >= tuning.patience * (load + evict)
     if not serve:
-        return None
+        return None, None
+    if idle and not warm:
+        evict = reload_s(lane, gone, job.family, farm, need, tuning.horizon_s)
     mine_s = alone_s(lane, queue, farm)
     fraction = share(start_s, mine_s, others) if others else 1.0
     gain_s = finish_s(others) - finish_s([*others, (start_s, mine_s)]) if others else math.inf
     jobs = max(fraction * queue.count, 1.0)
-    return Option(
+    option = Option(
         queue=queue,
         warm=warm,
         load_s=load,
@@ -154,21 +182,27 @@ def option_for(
         priority=job.priority,
         gain_s=gain_s,
     )
+    return option, None
 
 
-def sooner_elsewhere_s(lane: Lane, queue: Queue, farm: Farm) -> float:
-    """When the best worker other than `lane` that does not hold the queue's models would
-    finish its next job, loading them (inf when none may run it)."""
+def sooner_elsewhere(
+    lane: Lane, queue: Queue, farm: Farm, done_s: float, hint: Lane | None = None
+) -> Lane | None:
+    """A lane other than `lane` that does not hold the queue's models and would finish its
+    next job, loading them, before `done_s` (`hint` first if given, then in the farm's
+    order); None if none."""
     job = queue.first
-    best = math.inf
-    for other in farm.lanes.values():
+    now_s = farm.now_s
+    lanes = farm.lanes.values() if hint is None else (hint, *farm.lanes.values())
+    for other in lanes:
         if other.name == lane.name or not can_run(job, other.worker):
             continue
         if farm.is_warm(other, queue):
             continue  # holders are counted by the fluid test
-        start_s = max(other.ready_s, farm.now_s) + load_s(job, other.worker, other.resident)
-        best = min(best, start_s + farm.run_s(other, job))
-    return best
+        start_s = max(other.ready_s, now_s) + load_s(job, other.worker, other.resident)
+        if start_s + farm.run_s(other, job) < done_s:
+            return other
+    return None
 
 
 def hold_bound_s(lane: Lane, job: JobView, farm: Farm, load: float) -> float:
@@ -270,7 +304,7 @@ def best_option(
     best: Ranked | None = None
     warm: Ranked | None = None
     for index, queue in enumerate(queues):
-        if not queue.jobs or not can_run(queue.first, lane.worker):
+        if not queue.has_jobs or not can_run(queue.first, lane.worker):
             continue
         option = option_for(lane, queue, farm, need, idle, tuning)
         if option is None:
@@ -320,20 +354,26 @@ def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
     grows with the share served, and load and reload seconds are never negative). inf where
     that reasoning does not hold (no run time to divide by, a negative load)."""
     job = queue.first
-    run_s = alone_s(lane, queue, farm)
+    speed, fixed_s = farm.rate(lane, job.family)
+    run_s = queue.count * fixed_s + queue.work_units / speed  # `alone_s`, inline: a hot path
     load = load_s(job, lane.worker, lane.resident)
     if load < 0.0 or run_s <= 0.0:
         return math.inf
-    return (1.0 + queue.waited_s(farm.now_s) / (load + run_s)) * farm.advantage(lane, job.family)
+    waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
+    return (1.0 + waited_s / (load + run_s)) * farm.advantage(lane, job.family)
 
 
 def holders_finish_s(queue: Queue, farm: Farm) -> float:
     """When the workers holding the queue's models would finish it together (inf when none
     does): an upper bound on the gain of any other worker, whose help cannot make the queue
     done before now."""
-    holders = farm.holders(queue, "")
     now_s = farm.now_s
-    return finish_s([(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders])
+    family, count, work_units = queue.first.family, queue.count, queue.work_units
+    servers = []
+    for holder in farm.holders(queue, ""):  # `alone_s` inline: once per queue and holder
+        speed, fixed_s = farm.rate(holder, family)
+        servers.append((max(holder.ready_s, now_s), count * fixed_s + work_units / speed))
+    return finish_s(servers)
 
 
 def queue_bound(queue: Queue, farm: Farm) -> float:
@@ -341,12 +381,11 @@ def queue_bound(queue: Queue, farm: Farm) -> float:
     queue run at the fastest speed for its family, and the highest comparative advantage
     (the fastest card's over the second; 1 for any other). inf where that reasoning does not
     hold."""
-    top = farm.fastest.get(queue.first.family, ())
-    fastest = top[0][0] if top else 0.0
+    fastest, advantage = farm.top_advantage.get(queue.first.family, (0.0, 1.0))
     if fastest <= 0.0 or queue.work_units <= 0.0:
         return math.inf
-    advantage = top[0][0] / top[1][0] if len(top) > 1 and top[1][0] > 0.0 else 1.0
-    return (1.0 + queue.waited_s(farm.now_s) * fastest / queue.work_units) * max(advantage, 1.0)
+    waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
+    return (1.0 + waited_s * fastest / queue.work_units) * advantage
 
 
 def _warm_key(option: Option) -> tuple[float, float]:

@@ -14,8 +14,14 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   changes the versions of the lane that took the job, of the queue it came from, of the
   queues whose models that lane held or holds now (their holders' finish times moved) and of
   the lanes that hold a model whose holders changed (their reload costs moved): only those
-  are evaluated again.
-- The lanes wait in a heap by when they free, instead of a scan of every lane per step.
+  are evaluated again. An idle lane's refusal of a queue it leaves to a lane that finishes
+  the queue's next job sooner (`choice.weigh`) is kept while neither lane takes a job and
+  the queue keeps that job, and an idle lane that left every queue looks again only at the
+  queues re-dated or left to a changed lane since.
+- The lanes wait in a heap by when they free, instead of a scan of every lane per step; the
+  runner-up of `explain` is looked for among the lanes by when they free, until one frees
+  after the best so far finishes.
+- A queue is the group's head and a cursor, not a copy; a lane is a named tuple.
 - `run` yields between steps of work over the queues or over the lanes once, so a caller on
   an event loop can serve others meanwhile (`dispatcher.decide`).
 
@@ -29,7 +35,8 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from gateway.scheduler.affinity.choice import (
     Landing,
@@ -40,11 +47,11 @@ from gateway.scheduler.affinity.choice import (
     is_idle,
     land,
     landing,
-    option_for,
     queue_bound,
     ranked,
     ratio_bound,
     settle,
+    weigh,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
 from gateway.scheduler.affinity.state import Farm, Queue
@@ -56,6 +63,9 @@ LaneOrder = tuple[float, float, str]
 Rank = tuple[int, int, float, int]
 """A queue's place in `Search.by_bound`: negated priority, -1 for a queue no worker holds
 (else 0), the negated bound on its options' ratio (no holder) or gain (held), its index."""
+T = TypeVar("T")
+Steps = Generator[None, None, T]
+"""Work in steps (None after each) that ends with a value."""
 
 _BOUND_MARGIN = 1e-9
 """A bound is trusted to beat an option only by more than this relative margin: the two are
@@ -83,17 +93,34 @@ class Search:
         for index, queue in enumerate(queues):
             for key in queue.models:
                 self.queues_of.setdefault(key, []).append(index)
-        self.options: dict[tuple[str, int], tuple[int, int, int, Option | None]] = {}
-        self.placements = 0
+        self.options: dict[
+            tuple[str, int], tuple[int, int, tuple[str, int] | None, Option | None]
+        ] = {}
+        """(lane, queue) -> the lane's and the queue's versions it was found at and the
+        option (None: refused); where an idle lane left the queue to a sooner lane, the
+        placements on the lane, the jobs taken from the queue, and the sooner lane with the
+        placements on it instead (`option`)."""
+        self.weighed = 0
+        """Queues weighed (`choice.weigh`) so far."""
+        self.placed_on = dict.fromkeys(farm.lanes, 0)
+        """Bumped when a lane takes a job."""
         self.bounds: dict[tuple[str, int], tuple[int, int, float]] = {}
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
         self._may_run: dict[tuple[str, int], bool] = {}
+        self.changes: list[tuple[set[str], set[int]]] = []
+        """The lanes and the queues each placement re-dated, in order."""
+        self.refused: dict[str, tuple[int, int]] = {}
+        """Idle lane -> its version and the number of placements when it last left every
+        queue."""
+        self.leaning: dict[str, dict[str, set[int]]] = {}
+        """Lane -> idle lane -> the queues that idle lane left to it as finishing sooner."""
+        self.sooner: dict[int, str] = {}
+        """Queue -> the last lane that an idle lane left it to, as finishing it sooner."""
         self.modelless = [i for i, queue in enumerate(queues) if not queue.models]
-        self.ranks = [self.rank(index) for index in range(len(queues))]
-        self.by_bound = sorted(rank for rank in self.ranks if rank is not None)
-        """The non-empty queues in the order of the best key their options could have."""
-        self.samples = [queue.first if queue.jobs else None for queue in queues]
+        self.ranks: list[Rank | None] = []
+        self._by_bound: list[Rank] | None = None
+        self.samples = [queue.first if queue.has_jobs else None for queue in queues]
         """A job of each queue as the call began (its last job may be taken meanwhile)."""
         asking = [lane for lane in farm.lanes.values() if lane.slots > 0]
         self.speed = {lane.name: mean_speed(lane.worker) for lane in asking}
@@ -103,13 +130,13 @@ class Search:
         self.done: set[str] = set()
         self.idle_done: set[str] = set()
         """Lanes that left every queue while idle: they look again after the next placement."""
-        self.names = sorted(farm.lanes)
+        self._by_ready: list[tuple[float, str]] | None = None
 
     def run(self) -> Iterator[Assignment | None]:
         """The assignments in the order the reference makes them, in steps of work over the
         queues or over the lanes once: None after a step that made no assignment."""
         while (lane := self.next_lane()) is not None:
-            chosen = self.best_option(lane)
+            chosen = yield from self.best_option(lane)
             if chosen is None:
                 (self.idle_done if is_idle(lane) else self.done).add(lane.name)
                 yield None
@@ -143,19 +170,69 @@ class Search:
     def waiting(self, lane: Lane) -> bool:
         return lane.slots > 0 and lane.name not in self.done and lane.name not in self.idle_done
 
-    def best_option(self, lane: Lane) -> Ranked | None:
-        """`choice.best_option`: every queue the lane holds, then the others by falling
-        bound, until no bound can beat the best so far."""
+    def best_option(self, lane: Lane) -> Steps[Ranked | None]:
+        """`choice.best_option`. An idle lane that left every queue and has not changed
+        since looks only at the queues whose refusal may have changed (every other still
+        refuses it); any other lane looks at them all (`scan`). A step after each queue
+        weighed (`choice.weigh`), which may look at every lane."""
         idle = is_idle(lane)
+        dated = self.dated_since_refusal(lane) if idle else None
+        if dated is None:
+            chosen = yield from self.scan(lane, idle)
+        else:
+            chosen = yield from self.best_of(lane, dated, idle)
+        if idle and chosen is None:
+            self.refused[lane.name] = (self.lane_version[lane.name], len(self.changes))
+        else:
+            self.refused.pop(lane.name, None)
+        return chosen
+
+    def dated_since_refusal(self, lane: Lane) -> set[int] | None:
+        """The queues re-dated, or whose sooner lane changed, since the lane last left every
+        queue; None if it has not, or has changed since."""
+        kept = self.refused.get(lane.name)
+        if kept is None or kept[0] != self.lane_version[lane.name]:
+            return None
+        queues: set[int] = set()
+        lanes: set[str] = set()
+        for dated_lanes, dated_queues in self.changes[kept[1] :]:
+            lanes |= dated_lanes
+            queues |= dated_queues
+        for name in lanes:
+            queues |= self.leaning.get(name, {}).get(lane.name, set())
+        return queues
+
+    def best_of(self, lane: Lane, indices: Iterable[int], idle: bool) -> Steps[Ranked | None]:
+        """`scan` over the given queues only, unpruned (so in any order)."""
+        best: Ranked | None = None
+        warm: Ranked | None = None
+        for index in indices:
+            if self.queues[index].has_jobs and self.may_run(lane, index):
+                option = yield from self.option_steps(lane, index, idle)
+                if option is not None:
+                    best, warm = ranked(option, index, best, warm)
+        return settle(best, warm, self.tuning)
+
+    def option_steps(self, lane: Lane, index: int, idle: bool) -> Steps[Option | None]:
+        """`option`, and a step after it where it weighed the queue anew."""
+        weighed = self.weighed
+        option = self.option(lane, index, idle)
+        if self.weighed != weighed:
+            yield None
+        return option
+
+    def scan(self, lane: Lane, idle: bool) -> Steps[Ranked | None]:
+        """Every queue the lane holds, then the others by falling bound, until no bound can
+        beat the best so far."""
         held = frozenset(lane.resident)
         best: Ranked | None = None
         warm: Ranked | None = None
         for index in self.held_queues(held):
-            if self.queues[index].jobs and self.may_run(lane, index):
-                option = self.option(lane, index, idle)
+            if self.queues[index].has_jobs and self.may_run(lane, index):
+                option = yield from self.option_steps(lane, index, idle)
                 if option is not None:
                     best, warm = ranked(option, index, best, warm)
-        for priority, unheld, bound, index in self.by_bound:
+        for priority, unheld, bound, index in self.by_bound():
             if best is not None and _beaten(-priority, unheld < 0, -bound, best[0]):
                 break  # so are the rest: they come in falling order
             if self.queues[index].models <= held or not self.may_run(lane, index):
@@ -166,7 +243,7 @@ class Search:
                 and _beaten(-priority, True, self.bound(lane, index), best[0])
             ):
                 continue
-            option = self.option(lane, index, idle)
+            option = yield from self.option_steps(lane, index, idle)
             if option is not None:
                 best, warm = ranked(option, index, best, warm)
         return settle(best, warm, self.tuning)
@@ -183,39 +260,64 @@ class Search:
     def rank(self, index: int) -> Rank | None:
         """The queue's place in `by_bound` (`Rank`); None once it is empty."""
         queue = self.queues[index]
-        if not queue.jobs:
+        if queue.taken >= len(queue.head):  # `not queue.has_jobs`, inline: once per queue
             return None
         done_s = holders_finish_s(queue, self.farm)
         if math.isinf(done_s):
             return (-queue.first.priority, -1, -queue_bound(queue, self.farm), index)
         return (-queue.first.priority, 0, -(done_s - self.farm.now_s), index)
 
+    def by_bound(self) -> list[Rank]:
+        """The non-empty queues in the order of the best key their options could have: ranked
+        on first use, then kept in order as queues lose jobs and holders change (`rerank`)."""
+        if self._by_bound is None:
+            self.ranks = [self.rank(index) for index in range(len(self.queues))]
+            self._by_bound = sorted(rank for rank in self.ranks if rank is not None)
+        return self._by_bound
+
     def rerank(self, index: int) -> None:
+        if self._by_bound is None:
+            return  # ranked when first needed, as things are then
         old, new = self.ranks[index], self.rank(index)
         if old is not None:
-            del self.by_bound[bisect.bisect_left(self.by_bound, old)]
+            del self._by_bound[bisect.bisect_left(self._by_bound, old)]
         if new is not None:
-            bisect.insort(self.by_bound, new)
+            bisect.insort(self._by_bound, new)
         self.ranks[index] = new
 
     def option(self, lane: Lane, index: int, idle: bool) -> Option | None:
         key = (lane.name, index)
         lane_version, queue_version = self.lane_version[lane.name], self.queue_version[index]
         kept = self.options.get(key)
-        # An idle lane also leaves a queue to a lane that would finish its next job sooner
-        # (`choice.sooner_elsewhere_s`); placements elsewhere only make those lanes later (a
-        # change to who holds the queue's models dates the queue), so a kept option stays,
-        # and a kept refusal only until the next placement.
-        if (
-            kept is not None
-            and kept[:2] == (lane_version, queue_version)
-            and (kept[3] is not None or not idle or kept[2] == self.placements)
-        ):
-            return kept[3]
+        if kept is not None:
+            sooner = kept[2]
+            if sooner is None:
+                if kept[0] == lane_version and kept[1] == queue_version:
+                    return kept[3]
+            elif (
+                kept[0] == self.placed_on[lane.name]
+                and kept[1] == self.taken[index]
+                and self.placed_on[sooner[0]] == sooner[1]
+            ):
+                return None
+        self.weighed += 1
         queue = self.queues[index]
-        option = option_for(lane, queue, self.farm, self.need, idle, self.tuning)
-        self.options[key] = (lane_version, queue_version, self.placements, option)
-        return option
+        hint = self.farm.lanes.get(self.sooner.get(index, ""))
+        option, sooner_lane = weigh(lane, queue, self.farm, self.need, idle, self.tuning, hint)
+        if sooner_lane is None:
+            self.options[key] = (lane_version, queue_version, None, option)
+            return option
+        # The idle lane left the queue to a lane that finishes its next job sooner, and had
+        # not waited beside it long enough to take it anyway (`choice.weigh`): that holds,
+        # whoever else holds what, while neither lane takes a job and the queue keeps its
+        # next job (placements elsewhere only make other lanes later; a kept option or a
+        # refusal with no sooner lane stays while neither the lane nor the queue is dated).
+        name = sooner_lane.name
+        stamp = (self.placed_on[lane.name], self.taken[index], (name, self.placed_on[name]), None)
+        self.options[key] = stamp
+        self.sooner[index] = name
+        self.leaning.setdefault(name, {}).setdefault(lane.name, set()).add(index)
+        return None
 
     def bound(self, lane: Lane, index: int) -> float:
         """`choice.ratio_bound`: it depends on the queue and on the lane's load of it (its
@@ -256,30 +358,36 @@ class Search:
         return land(candidates, job, self.farm, self.tuning)
 
     def explain(self, job: JobView, index: int, target: Lane) -> Why:
-        """`policy.explain`, with each lane's load of the queue kept between steps."""
+        """`policy.explain`, with each lane's load of the queue kept between steps: the
+        runner-up is the lane that finishes first (the first name on a tie), found among the
+        lanes by when they free, until one frees after the best so far finishes."""
         now_s = self.farm.now_s
-        runner_up: tuple[float, str] | None = None
-        mine = 0.0
         lanes = self.farm.lanes
-        for name in self.names:
-            lane = lanes[name]
-            wait_s = max(lane.ready_s - now_s, 0.0)
-            if name == target.name:
-                mine = wait_s + (self.load(lane, index, job) + self.farm.run_s(lane, job))
-                continue
-            if runner_up is not None and wait_s >= runner_up[0]:
-                continue  # its load and run only add to that: it cannot come first
-            if not self.may_run(lane, index):
+        runner_up: tuple[float, str] | None = None
+        for ready_s, name in self.by_ready():
+            wait_s = max(ready_s - now_s, 0.0)
+            if runner_up is not None and wait_s > runner_up[0]:
+                break  # its load and run only add to that: neither it nor a later one wins
+            if name == target.name or not self.may_run(lane := lanes[name], index):
                 continue
             done_s = wait_s + (self.load(lane, index, job) + self.farm.run_s(lane, job))
-            if runner_up is None or done_s < runner_up[0]:
+            if runner_up is None or (done_s, name) < runner_up:
                 runner_up = (done_s, name)
+        wait_s = max(target.ready_s - now_s, 0.0)
+        mine = wait_s + (self.load(target, index, job) + self.farm.run_s(target, job))
         return Why(
             reason="warm" if is_warm(job, target.resident) else "load",
             done_s=mine,
             runner_up=runner_up[1] if runner_up else None,
             runner_up_done_s=runner_up[0] if runner_up else None,
         )
+
+    def by_ready(self) -> list[tuple[float, str]]:
+        """Every lane's (ready_s, name) in order, built on first use and kept in order as
+        lanes take jobs (`placed`)."""
+        if self._by_ready is None:
+            self._by_ready = sorted((lane.ready_s, name) for name, lane in self.farm.lanes.items())
+        return self._by_ready
 
     def load(self, lane: Lane, index: int, job: JobView) -> float:
         """Seconds to load what a job of queue `index` needs (all its jobs need the same)."""
@@ -304,25 +412,29 @@ class Search:
 
     def placed(self, before: Lane, after: Lane, index: int) -> None:
         """Put the lane that took a job of queue `index` in, and date what it changed."""
+        if self._by_ready is not None:
+            del self._by_ready[bisect.bisect_left(self._by_ready, (before.ready_s, before.name))]
+            bisect.insort(self._by_ready, (after.ready_s, after.name))
         self.farm.replace(after)
-        self.placements += 1
         was, now = frozenset(before.resident), frozenset(after.resident)
-        self.lane_version[after.name] += 1
-        self.queue_version[index] += 1
         self.taken[index] += 1
-        dated = {index}
+        self.placed_on[after.name] += 1
+        lanes = {after.name}
+        queues = {index}
         for key in was | now:
-            for queue in self.queues_of.get(key, ()):
-                self.queue_version[queue] += 1
-                dated.add(queue)
-        for queue in dated:  # their holders changed, or they lost a job: bounds moved
-            self.rerank(queue)
+            queues.update(self.queues_of.get(key, ()))
         for key in was ^ now:
-            for name in self.farm.holding.get(key, ()):
-                self.lane_version[name] += 1
+            lanes.update(self.farm.holding_of(key))
             for queue in self.queues_of.get(key, ()):
                 pair = (after.name, queue)
                 self.loaded[pair] = self.loaded.get(pair, 0) + 1
+        for name in lanes:
+            self.lane_version[name] += 1
+        for queue in queues:
+            self.queue_version[queue] += 1
+        for queue in queues:  # their holders changed, or they lost a job: bounds moved
+            self.rerank(queue)
+        self.changes.append((lanes, queues))
         if after.slots > 0:
             heapq.heappush(self.heap, self.order(after))
 

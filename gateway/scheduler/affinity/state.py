@@ -6,7 +6,6 @@ with the job queued (`lanes.advance`), holding its models from then on.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -19,36 +18,45 @@ from gateway.scheduler.snapshot import JobGroup, JobView, Snapshot
 class Queue:
     """The jobs of one group still waiting in this call, with its aggregates."""
 
-    jobs: deque[JobView]
+    head: tuple[JobView, ...]
+    """The group's head as the call began; those before `taken` are placed."""
     count: int
     work_units: float
     enqueued_s_sum: float
     models: frozenset[str]
+    taken: int = 0
 
     @classmethod
     def of(cls, group: JobGroup) -> Queue:
+        first = group.head[0]
         return cls(
-            jobs=deque(group.head),
-            count=group.count,
-            work_units=group.work_units,
-            enqueued_s_sum=group.enqueued_s_sum,
-            models=models_of(group.first),
+            group.head, group.count, group.work_units, group.enqueued_s_sum, models_of(first)
         )
 
     @property
+    def has_jobs(self) -> bool:
+        """Whether a job of its head is still waiting (the rest of the group is not shown)."""
+        return self.taken < len(self.head)
+
+    @property
     def first(self) -> JobView:
-        return self.jobs[0]
+        return self.head[self.taken]
 
     def waited_s(self, now_s: float) -> float:
         """Seconds its remaining jobs have waited, summed."""
         return max(self.count * now_s - self.enqueued_s_sum, 0.0)
 
     def take(self) -> JobView:
-        job = self.jobs.popleft()
+        job = self.head[self.taken]
+        self.taken += 1
         self.count -= 1
         self.work_units -= job.work_units
         self.enqueued_s_sum -= job.enqueued_at_s
         return job
+
+
+_NONE: set[str] = set()
+"""What `Farm.holding_of` gives for a key no lane holds (never changed)."""
 
 
 @dataclass
@@ -58,9 +66,12 @@ class Farm:
     now_s: float
     lanes: dict[str, Lane]
     holding: dict[str, set[str]] = field(default_factory=dict)
-    """Model key -> names of the lanes that will hold it."""
+    """Model key -> names of the lanes that will hold it (`holding_of`)."""
     fastest: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
     """Family -> the two best speeds of any worker (work units per second) and whose."""
+    top_advantage: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Family -> the best speed and the highest comparative advantage of any worker (the
+    fastest's over the second, at least 1), for `choice.queue_bound`."""
     _rates: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     _advantages: dict[tuple[str, str], float] = field(default_factory=dict)
     """Both per (lane, family), looked up once per call: a lane's worker and the fastest
@@ -69,11 +80,20 @@ class Farm:
     @classmethod
     def of(cls, snapshot: Snapshot, lanes: Mapping[str, Lane], families: Iterable[str]) -> Farm:
         farm = cls(snapshot.now_s, dict(lanes))
-        for lane in lanes.values():
-            farm._hold(lane)
+        holding = farm.holding
+        for name, lane in lanes.items():
+            for key in lane.resident:
+                names = holding.get(key)
+                if names is None:
+                    holding[key] = {name}
+                else:
+                    names.add(name)
         for family in set(families):
-            speeds = ((farm.speed(lane, family), lane.name) for lane in lanes.values())
-            farm.fastest[family] = sorted(speeds, reverse=True)[:2]
+            speeds = [(speed_of(lane.worker, family), name) for name, lane in lanes.items()]
+            top = farm.fastest[family] = sorted(speeds, reverse=True)[:2]
+            second = top[1][0] if len(top) > 1 else 0.0
+            advantage = top[0][0] / second if second > 0.0 else 1.0
+            farm.top_advantage[family] = (top[0][0] if top else 0.0, max(advantage, 1.0))
         return farm
 
     def rate(self, lane: Lane, family: str) -> tuple[float, float]:
@@ -118,16 +138,17 @@ class Farm:
             self._advantages[key] = found
         return found
 
-    def _hold(self, lane: Lane) -> None:
-        for key in lane.resident:
-            self.holding.setdefault(key, set()).add(lane.name)
+    def holding_of(self, key: str) -> set[str]:
+        """Names of the lanes that will hold `key` (the set itself: not to be changed)."""
+        return self.holding.get(key, _NONE)
 
     def replace(self, lane: Lane) -> None:
         """Put the lane's new state in (after a job was placed on it)."""
         for key in self.lanes[lane.name].resident:
             self.holding[key].discard(lane.name)
         self.lanes[lane.name] = lane
-        self._hold(lane)
+        for key in lane.resident:
+            self.holding.setdefault(key, set()).add(lane.name)
 
     def holders(self, queue: Queue, but: str) -> list[Lane]:
         """The lanes other than `but` that hold the queue's models and may run its jobs."""
@@ -135,9 +156,9 @@ class Farm:
         first = next(keys, None)
         if first is None:
             return []
-        names: Iterable[str] = self.holding.get(first, ())
+        names: Iterable[str] = self.holding_of(first)
         for key in keys:
-            names = set(names) & self.holding.get(key, set())
+            names = set(names) & self.holding_of(key)
         job = queue.first
         return [
             lane
@@ -146,7 +167,7 @@ class Farm:
         ]
 
     def held_elsewhere(self, key: str, but: str) -> bool:
-        names = self.holding.get(key)
+        names = self.holding_of(key)
         if not names:
             return False
         return len(names) > 1 or but not in names
