@@ -95,7 +95,7 @@ def work_units(
     """Steps x megapixels x batch of a job of each picked model, drawn from its family's mix."""
     out = np.zeros(len(picks))
     families = np.array([models[pick].family for pick in picks])
-    for family in set(families.tolist()):
+    for family in sorted(set(families.tolist())):  # in order: the draws do not hang on hashing
         table = shape_classes(family)
         units = np.array([steps * w * h * b / float(1 << 20) for (w, h, steps, b), _ in table])
         probs = np.array([p for _, p in table])
