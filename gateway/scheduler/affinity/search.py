@@ -22,8 +22,10 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   runner-up of `explain` is looked for among the lanes by when they free, until one frees
   after the best so far finishes.
 - A queue is the group's head and a cursor, not a copy; a lane is a named tuple.
-- `run` yields between steps of work over the queues or over the lanes once, so a caller on
-  an event loop can serve others meanwhile (`dispatcher.decide`).
+- `run` yields between steps of work over the queues or over the lanes once (a scan also
+  after each queue weighed, which may look at every lane), so a caller on an event loop can
+  serve others meanwhile (`dispatcher.decide`).
+- Queues are ranked (`by_bound`) only when a scan first needs the order.
 
 Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue
 order, the first lane in snapshot order), and tests/unit/gateway/scheduler/test_search.py checks the
