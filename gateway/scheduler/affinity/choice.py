@@ -64,10 +64,9 @@ class Option:
     def ratio(self) -> float:
         return (self.waited_s + self.cost_s) / self.cost_s * self.advantage
 
-    def key(self) -> tuple[int, bool, float, float, float]:
-        """Higher is better: priority, then a load before warm work (which of the two is
-        `settle`'s to say), then the gain, then the response ratio."""
-        return (self.priority, not self.warm, self.gain_s, self.ratio(), self.jobs / self.cost_s)
+    def key(self) -> tuple[int, float, float, float]:
+        """Among loads, higher is better: priority, then the gain, then the response ratio."""
+        return (self.priority, self.gain_s, self.ratio(), self.jobs / self.cost_s)
 
 
 @dataclass(frozen=True)
@@ -295,22 +294,18 @@ def _tie_order(done_s: float, lane: Lane, place: Landing) -> tuple[float, ...]:
 def best_option(
     lane: Lane, queues: Iterable[Queue], farm: Farm, need: Need, idle: bool, tuning: Tuning
 ) -> Option | None:
-    """The queue `lane` should serve next, or None to leave it idle: among the queues it holds
-    the models of, the first in queue order; a load instead only for a queue of the same
-    priority whose ratio is `switch_ratio` times that warm queue's (or of a higher one).
+    """The queue `lane` should serve next, or None to leave it idle (`choose`).
 
     Every queue is evaluated: the reference that `search.Search` (which skips the queues that
     cannot win) must agree with."""
-    best: Ranked | None = None
-    warm: Ranked | None = None
+    options = []
     for index, queue in enumerate(queues):
         if not queue.has_jobs or not can_run(queue.first, lane.worker):
             continue
         option = option_for(lane, queue, farm, need, idle, tuning)
-        if option is None:
-            continue
-        best, warm = ranked(option, index, best, warm)
-    chosen = settle(best, warm, tuning)
+        if option is not None:
+            options.append((option, index))
+    chosen = choose(options, tuning)
     return None if chosen is None else chosen[0]
 
 
@@ -318,34 +313,50 @@ Ranked = tuple[Option, int]
 """An option and the place of its queue in queue order (the earlier wins a tie)."""
 
 
-def ranked(
-    option: Option, index: int, best: Ranked | None, warm: Ranked | None
-) -> tuple[Ranked | None, Ranked | None]:
-    """The best option by `Option.key` and the best warm one by queue order, once `option` (of
-    the `index`-th queue) is seen too; on a tie the earlier queue stays, in whatever order the
-    queues are seen."""
-    if option.warm and (
-        warm is None or _before(_warm_key(option), index, _warm_key(warm[0]), warm[1])
-    ):
-        warm = (option, index)
-    if best is None or _before(option.key(), index, best[0].key(), best[1]):
-        best = (option, index)
-    return best, warm
+def choose(options: Sequence[Ranked], tuning: Tuning) -> Ranked | None:
+    """Among a lane's options: the best load it may take over its warm work (`admissible`)
+    by `Option.key`, else its warm work, the first in queue order (`better_warm`)."""
+    warm: Ranked | None = None
+    for entry in options:
+        if entry[0].warm:
+            warm = better_warm(entry, warm)
+    kept = None if warm is None else warm[0]
+    best: Ranked | None = None
+    for entry in options:
+        if not entry[0].warm and admissible(entry[0], kept, tuning):
+            best = better_load(entry, best)
+    return best or warm
+
+
+def admissible(load: Option, warm: Option | None, tuning: Tuning) -> bool:
+    """Whether a worker may take `load` over its best warm work: when it has none, when the
+    load has a higher priority, or, at the same priority, when the load's response ratio is
+    `switch_ratio` times the warm work's."""
+    if warm is None:
+        return True
+    if load.priority != warm.priority:
+        return load.priority > warm.priority
+    return load.ratio() >= tuning.switch_ratio * warm.ratio()
+
+
+def better_load(option: Ranked, best: Ranked | None) -> Ranked:
+    """The better of two loads by `Option.key`; on a tie the earlier queue, in whatever order
+    they are seen."""
+    if best is None or _before(option[0].key(), option[1], best[0].key(), best[1]):
+        return option
+    return best
+
+
+def better_warm(option: Ranked, warm: Ranked | None) -> Ranked:
+    """The better of two warm options: the highest priority, then the oldest first job, then
+    the earlier queue."""
+    if warm is None or _before(_warm_key(option[0]), option[1], _warm_key(warm[0]), warm[1]):
+        return option
+    return warm
 
 
 def _before(key: tuple[float, ...], index: int, other: tuple[float, ...], other_index: int) -> bool:
     return key > other or (key == other and index < other_index)
-
-
-def settle(best: Ranked | None, warm: Ranked | None, tuning: Tuning) -> Ranked | None:
-    """The choice between the best option and the best warm one: the warm one unless a load
-    of the same priority earns `switch_ratio` times its ratio (or one of higher priority)."""
-    if best is None or warm is None:
-        return best
-    chosen, kept = best[0], warm[0]
-    if chosen.warm or chosen.priority != kept.priority:
-        return warm if chosen.warm else best
-    return best if chosen.ratio() >= tuning.switch_ratio * kept.ratio() else warm
 
 
 def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:

@@ -38,21 +38,23 @@ import bisect
 import heapq
 import math
 from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from gateway.scheduler.affinity.choice import (
     Landing,
     Need,
     Option,
     Ranked,
+    admissible,
+    better_load,
+    better_warm,
+    choose,
     holders_finish_s,
     is_idle,
     land,
     landing,
     queue_bound,
-    ranked,
     ratio_bound,
-    settle,
     weigh,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
@@ -62,9 +64,13 @@ from gateway.scheduler.cost import can_run, is_warm, load_s
 from gateway.scheduler.snapshot import Assignment, JobView, Why
 
 LaneOrder = tuple[float, float, str]
+Verdict = Literal["stop", "skip", "weigh"]
+RatioRank = tuple[int, float, int]
+"""A queue's place in `Search.by_ratio`: negated priority, negated `choice.queue_bound`, index."""
 Rank = tuple[int, int, float, int]
 """A queue's place in `Search.by_bound`: negated priority, -1 for a queue no worker holds
 (else 0), the negated bound on its options' ratio (no holder) or gain (held), its index."""
+R = TypeVar("R", Rank, RatioRank)
 T = TypeVar("T")
 Steps = Generator[None, None, T]
 """Work in steps (None after each) that ends with a value."""
@@ -122,6 +128,8 @@ class Search:
         self.modelless = [i for i, queue in enumerate(queues) if not queue.models]
         self.ranks: list[Rank | None] = []
         self._by_bound: list[Rank] | None = None
+        self.ratio_ranks: list[RatioRank | None] = []
+        self._by_ratio: list[RatioRank] | None = None
         self.samples = [queue.first if queue.has_jobs else None for queue in queues]
         """A job of each queue as the call began (its last job may be taken meanwhile)."""
         asking = [lane for lane in farm.lanes.values() if lane.slots > 0]
@@ -206,14 +214,13 @@ class Search:
 
     def best_of(self, lane: Lane, indices: Iterable[int], idle: bool) -> Steps[Ranked | None]:
         """`scan` over the given queues only, unpruned (so in any order)."""
-        best: Ranked | None = None
-        warm: Ranked | None = None
+        options: list[Ranked] = []
         for index in indices:
             if self.queues[index].has_jobs and self.may_run(lane, index):
                 option = yield from self.option_steps(lane, index, idle)
                 if option is not None:
-                    best, warm = ranked(option, index, best, warm)
-        return settle(best, warm, self.tuning)
+                    options.append((option, index))
+        return choose(options, self.tuning)
 
     def option_steps(self, lane: Lane, index: int, idle: bool) -> Steps[Option | None]:
         """`option`, and a step after it where it weighed the queue anew."""
@@ -224,31 +231,80 @@ class Search:
         return option
 
     def scan(self, lane: Lane, idle: bool) -> Steps[Ranked | None]:
-        """Every queue the lane holds, then the others by falling bound, until no bound can
-        beat the best so far."""
+        """`choice.choose` over every queue: the lane's warm work (the queues it holds), then
+        the best load it may take over it (`switches`), or with no warm work the best load
+        (`best_load`)."""
         held = frozenset(lane.resident)
-        best: Ranked | None = None
         warm: Ranked | None = None
         for index in self.held_queues(held):
             if self.queues[index].has_jobs and self.may_run(lane, index):
                 option = yield from self.option_steps(lane, index, idle)
                 if option is not None:
-                    best, warm = ranked(option, index, best, warm)
-        for priority, unheld, bound, index in self.by_bound():
-            if best is not None and _beaten(-priority, unheld < 0, -bound, best[0]):
+                    warm = better_warm((option, index), warm)
+        if warm is not None:
+            best = yield from self.switches(lane, idle, held, warm[0])
+            return best or warm
+        return (yield from self.best_load(lane, idle, held))
+
+    def best_load(self, lane: Lane, idle: bool, held: frozenset[str]) -> Steps[Ranked | None]:
+        """The best load of a lane with no warm work: the queues by falling bound on
+        `Option.key` (`by_bound`), until none can beat the best so far."""
+        best: Ranked | None = None
+        for rank in self.by_bound():
+            verdict = self.verdict(lane, rank, held, best)
+            if verdict == "stop":
                 break  # so are the rest: they come in falling order
+            if verdict == "skip":
+                continue
+            index = rank[3]
+            option = yield from self.option_steps(lane, index, idle)
+            if option is not None:
+                best = better_load((option, index), best)
+        return best
+
+    def switches(
+        self, lane: Lane, idle: bool, held: frozenset[str], kept: Option
+    ) -> Steps[Ranked | None]:
+        """The best load the lane may take over its warm work `kept` (`admissible`): only
+        queues of a higher priority, or of its priority whose ratio bound reaches
+        `switch_ratio` times the warm work's, visited by falling ratio bound."""
+        limit = self.tuning.switch_ratio * kept.ratio()
+        best: Ranked | None = None
+        for neg_priority, neg_bound, index in self.by_ratio():
+            priority = -neg_priority
+            if priority < kept.priority:
+                break
+            if priority == kept.priority and -neg_bound * (1.0 + _BOUND_MARGIN) < limit:
+                break  # so are the rest of its priority, and the lower ones
             if self.queues[index].models <= held or not self.may_run(lane, index):
                 continue
             if (
-                unheld < 0
-                and best is not None
-                and _beaten(-priority, True, self.bound(lane, index), best[0])
+                priority == kept.priority
+                and self.bound(lane, index) * (1.0 + _BOUND_MARGIN) < limit
             ):
                 continue
             option = yield from self.option_steps(lane, index, idle)
-            if option is not None:
-                best, warm = ranked(option, index, best, warm)
-        return settle(best, warm, self.tuning)
+            if option is not None and admissible(option, kept, self.tuning):
+                best = better_load((option, index), best)
+        return best
+
+    def verdict(self, lane: Lane, rank: Rank, held: frozenset[str], best: Ranked | None) -> Verdict:
+        """Whether a scan of a lane with no warm work stops at the queue `rank` places, skips
+        it or weighs it: it stops where no load from here on could beat the best load so far;
+        it skips a queue the lane holds or may not run, and one no worker holds whose ratio
+        bound for this lane cannot beat the best load."""
+        priority, unheld, bound, index = -rank[0], rank[1] < 0, -rank[2], rank[3]
+        if best is not None and _beaten(priority, unheld, bound, best[0]):
+            return "stop"
+        if self.queues[index].models <= held or not self.may_run(lane, index):
+            return "skip"
+        if (
+            unheld
+            and best is not None
+            and _beaten(priority, True, self.bound(lane, index), best[0])
+        ):
+            return "skip"
+        return "weigh"
 
     def held_queues(self, held: frozenset[str]) -> set[int]:
         """The queues whose models are all in `held` (those with none included)."""
@@ -277,15 +333,26 @@ class Search:
             self._by_bound = sorted(rank for rank in self.ranks if rank is not None)
         return self._by_bound
 
+    def ratio_rank(self, index: int) -> RatioRank | None:
+        queue = self.queues[index]
+        if not queue.has_jobs:
+            return None
+        return (-queue.first.priority, -queue_bound(queue, self.farm), index)
+
+    def by_ratio(self) -> list[RatioRank]:
+        """The non-empty queues by falling priority, then falling ratio bound over every lane:
+        ranked on first use, then kept in order (`rerank`)."""
+        if self._by_ratio is None:
+            self.ratio_ranks = [self.ratio_rank(index) for index in range(len(self.queues))]
+            self._by_ratio = sorted(rank for rank in self.ratio_ranks if rank is not None)
+        return self._by_ratio
+
     def rerank(self, index: int) -> None:
-        if self._by_bound is None:
-            return  # ranked when first needed, as things are then
-        old, new = self.ranks[index], self.rank(index)
-        if old is not None:
-            del self._by_bound[bisect.bisect_left(self._by_bound, old)]
-        if new is not None:
-            bisect.insort(self._by_bound, new)
-        self.ranks[index] = new
+        """Keep the queue's place in both orders, each once it has been needed."""
+        if self._by_bound is not None:
+            _move(self._by_bound, self.ranks, index, self.rank(index))
+        if self._by_ratio is not None:
+            _move(self._by_ratio, self.ratio_ranks, index, self.ratio_rank(index))
 
     def option(self, lane: Lane, index: int, idle: bool) -> Option | None:
         key = (lane.name, index)
@@ -441,13 +508,21 @@ class Search:
             heapq.heappush(self.heap, self.order(after))
 
 
+def _move(order: list[R], ranks: list[R | None], index: int, new: R | None) -> None:
+    """Put queue `index` at its new place `new` (None: out) in the sorted `order`."""
+    old = ranks[index]
+    if old is not None:
+        del order[bisect.bisect_left(order, old)]
+    if new is not None:
+        bisect.insort(order, new)
+    ranks[index] = new
+
+
 def _beaten(priority: int, unheld: bool, bound: float, best: Option) -> bool:
-    """Whether every load with this priority and bound ranks below `best` by `Option.key`:
-    a ratio bound for a queue no worker holds (`unheld`), else a gain bound."""
+    """Whether every load with this priority and bound ranks below the load `best` by
+    `Option.key`: a ratio bound for a queue no worker holds (`unheld`), else a gain bound."""
     if priority != best.priority:
         return priority < best.priority
-    if best.warm:
-        return False  # any load of its priority outranks warm work in the key
     if unheld != math.isinf(best.gain_s):
         return not unheld
     limit = best.ratio() if unheld else best.gain_s
