@@ -1,14 +1,16 @@
 """How `affinity` makes a decision cheaply: the same choices as evaluating every lane against
 every queue at every step (`place(..., prune=False)`), at a cost close to what changes.
 
-- The queues the lane holds are found through an index by model key. The others are visited
-  in the order of `Option.key` bounded over every lane, kept in order as queues lose jobs and
-  holders change: those no worker holds by their ratio bound (`choice.queue_bound`), then the
-  others by the bound on any helper's gain (`choice.holders_finish_s`: no help makes a queue
-  done before now), until none can beat the best option so far; one no worker holds is
-  evaluated only when its ratio bound for this lane (`choice.ratio_bound`) could beat it too.
-  The ratio bounds assume what the rules never produce otherwise: load, reload and fixed
-  seconds are never negative.
+- The queues the lane holds (its warm work) are found through an index by model key. For
+  a lane with warm work the others are visited by falling ratio bound over every lane
+  (`choice.queue_bound`, `by_ratio`) until none could earn the switch from it
+  (`choice.admissible`); one is evaluated only when its ratio bound for this lane
+  (`choice.ratio_bound`) could earn it too. For a lane with none they are visited in the
+  order of `Option.key` bounded over every lane (`by_bound`): those no worker holds by their
+  ratio bound, then the others by the bound on any helper's gain (`choice.holders_finish_s`:
+  no help makes a queue done before now), until none can beat the best load so far. Both
+  orders are kept as queues lose jobs and holders change. The ratio bounds assume what the
+  rules never produce otherwise: load, reload and fixed seconds are never negative.
 - Options, bounds and per-lane costs are kept across the assignments of one call, each
   stamped with the versions of the lane and the queue it was computed from. A placement
   changes the versions of the lane that took the job, of the queue it came from, of the
@@ -25,7 +27,7 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
 - `run` yields between steps of work over the queues or over the lanes once (a scan also
   after each queue weighed, which may look at every lane), so a caller on an event loop can
   serve others meanwhile (`dispatcher.decide`).
-- Queues are ranked (`by_bound`) only when a scan first needs the order.
+- Queues are ranked (`by_bound`, `by_ratio`) only when a scan first needs the order.
 
 Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue
 order, the first lane in snapshot order), and tests/unit/gateway/scheduler/test_search.py checks the
