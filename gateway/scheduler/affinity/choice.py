@@ -20,9 +20,10 @@ For a worker (a lane) and a queue of interchangeable jobs:
   loaded the cheapest model left the bottleneck's big jobs to one holder), then by response
   ratio with the load in it: (waited + cost) / cost over the share of the queue it would
   serve, cost = load + reloads it causes + run, scaled by how fast this card runs the family
-  against the fastest other card (comparative advantage). A load must be earned by waiting;
-  under heavy load every wait grows together, so each load serves more jobs instead of loads
-  multiplying.
+  against the fastest other card (comparative advantage). A worker with warm work takes a
+  load over it only when the load's ratio is `switch_ratio` times its warm work's, or its
+  priority is higher (`admissible`). A load must be earned by waiting; under heavy load
+  every wait grows together, so each load serves more jobs instead of loads multiplying.
 """
 
 from __future__ import annotations
