@@ -66,26 +66,27 @@ def format_duration(seconds: float) -> str:
 
 
 class Pacer:
-    """Sleeps that add up: each one aims at a running deadline, so the overshoot of many tiny
-    sleeps (a 20-step job at time scale 0.01 is 20 sleeps of a fraction of a millisecond) is
-    paid back by the next ones instead of piling up. Behind by more than `slack_s` (after an
-    idle gap or a hang), it starts afresh."""
+    """Sleeps that add up: each one aims at a running deadline, so the emulated card's time
+    runs on whatever the host does meanwhile. The overshoot of many tiny sleeps (a 20-step job
+    at time scale 0.01 is 20 sleeps of a fraction of a millisecond), a wake-up made late by a
+    busy machine, and the host's own work between two sleeps (writing a PNG, answering a
+    request) are paid back by the next sleeps instead of piling up: a prompt lasts what the
+    cost model says, or what the host needs if that is longer. Only `restart` forgets what is
+    owed: after the card sat idle, or hung, that time was not the cost model's to pay."""
 
     def __init__(
-        self,
-        sleep: Callable[[float], Awaitable[None]],
-        clock: Callable[[], float],
-        slack_s: float = 0.05,
+        self, sleep: Callable[[float], Awaitable[None]], clock: Callable[[], float]
     ) -> None:
-        self._sleep, self._clock, self._slack_s = sleep, clock, slack_s
+        self._sleep, self._clock = sleep, clock
         self._deadline = clock()
 
+    def restart(self) -> None:
+        """The card's time starts now: nothing is owed from before."""
+        self._deadline = self._clock()
+
     async def spend(self, seconds: float) -> None:
-        now = self._clock()
-        if self._deadline < now - self._slack_s:
-            self._deadline = now
         self._deadline += seconds
-        await self._sleep(max(0.0, self._deadline - now))
+        await self._sleep(max(0.0, self._deadline - self._clock()))
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,15 @@ class Engine:
 
     async def run(self) -> None:
         """Serve the queue forever (cancel the task to stop)."""
+        self._pacer.restart()
         while True:
+            # A prompt that was waiting starts when the one before ended on the card, so the
+            # host's work since (that prompt's history, this one's set-up) is paid back; one
+            # that found the card idle starts its clock now.
+            idle = not self.queue.has_pending()
             taken = await self.queue.get()
+            if idle:
+                self._pacer.restart()
             if taken is not None:
                 await self.process(*taken)
             self.apply_flags(self.queue.take_flags())
@@ -200,6 +208,7 @@ class Engine:
     async def hang(self, seconds: float, prompt_id: str, step: int) -> None:
         log.warning("fault: prompt %s hangs %.2f s at step %d", prompt_id, seconds, step)
         await self._sleep(seconds)
+        self._pacer.restart()  # a hang adds its seconds: the steps after it are not shortened
 
     def crash(self, code: int, prompt_id: str, step: int) -> None:
         log.warning("fault: exiting with code %d at step %d of prompt %s", code, step, prompt_id)

@@ -51,6 +51,9 @@ class PromptQueue:
         self._changed()
         self._wake.set()
 
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
     async def get(self) -> tuple[QueueItem, int] | None:
         """The next item and its running id; None when woken by a /free flag instead."""
         while not self._pending:

@@ -230,7 +230,6 @@ class NodeWork:
 
     async def _save(self, inputs: Mapping[str, Any], role: Role) -> dict[str, Any]:
         picture = first_picture(inputs) or Picture("IMAGE", 512, 512, 1, 0)
-        await self.spend(self.costs.save_s(picture.megapixels, picture.batch))
         temp = role is Role.PREVIEW
         prefix = str(inputs.get("filename_prefix", "ComfyUI"))
         if temp:
@@ -243,6 +242,9 @@ class NodeWork:
         results = await asyncio.to_thread(
             self._write, where.folder, where.filename, where.counter, picture, 1 if temp else 4
         )
+        # After the write: the host's seconds writing the files are part of the save's cost,
+        # paid back by this sleep (`Pacer`), not added to it.
+        await self.spend(self.costs.save_s(picture.megapixels, picture.batch))
         kind = "temp" if temp else "output"
         return {
             "images": [{"filename": f, "subfolder": where.subfolder, "type": kind} for f in results]
@@ -269,12 +271,10 @@ class NodeWork:
     async def _send_images(self, node_id: str, inputs: Mapping[str, Any]) -> None:
         """SaveImageWebsocket: each image goes out as a PNG preview through the progress hook."""
         picture = first_picture(inputs, "IMAGE") or Picture("IMAGE", 512, 512, 1, 0)
+        encoded = [images.encode(_image(picture, i), "PNG") for i in range(picture.batch)]
         await self.spend(self.costs.save_s(picture.megapixels, picture.batch))
-        for index in range(picture.batch):
-            image = _image(picture, index)
-            await self.context.hook(
-                node_id, index, picture.batch, ("PNG", images.encode(image, "PNG"))
-            )
+        for index, data in enumerate(encoded):
+            await self.context.hook(node_id, index, picture.batch, ("PNG", data))
 
 
 def _image(picture: Picture, index: int) -> Image.Image:
