@@ -276,19 +276,20 @@ class Search:
             priority = -neg_priority
             if priority < kept.priority:
                 break
-            if priority == kept.priority and -neg_bound * (1.0 + _BOUND_MARGIN) < limit:
+            if priority == kept.priority and _below(-neg_bound, limit):
                 break  # so are the rest of its priority, and the lower ones
-            if self.queues[index].models <= held or not self.may_run(lane, index):
+            if not self.loadable(lane, index, held):
                 continue
-            if (
-                priority == kept.priority
-                and self.bound(lane, index) * (1.0 + _BOUND_MARGIN) < limit
-            ):
+            if priority == kept.priority and _below(self.bound(lane, index), limit):
                 continue
             option = yield from self.option_steps(lane, index, idle)
             if option is not None and admissible(option, kept, self.tuning):
                 best = better_load((option, index), best)
         return best
+
+    def loadable(self, lane: Lane, index: int, held: frozenset[str]) -> bool:
+        """Whether queue `index` is a load for the lane (holding `held`) that it may run."""
+        return not self.queues[index].models <= held and self.may_run(lane, index)
 
     def verdict(self, lane: Lane, rank: Rank, held: frozenset[str], best: Ranked | None) -> Verdict:
         """Whether a scan of a lane with no warm work stops at the queue `rank` places, skips
@@ -298,7 +299,7 @@ class Search:
         priority, unheld, bound, index = -rank[0], rank[1] < 0, -rank[2], rank[3]
         if best is not None and _beaten(priority, unheld, bound, best[0]):
             return "stop"
-        if self.queues[index].models <= held or not self.may_run(lane, index):
+        if not self.loadable(lane, index, held):
             return "skip"
         if (
             unheld
@@ -527,5 +528,9 @@ def _beaten(priority: int, unheld: bool, bound: float, best: Option) -> bool:
         return priority < best.priority
     if unheld != math.isinf(best.gain_s):
         return not unheld
-    limit = best.ratio() if unheld else best.gain_s
+    return _below(bound, best.ratio() if unheld else best.gain_s)
+
+
+def _below(bound: float, limit: float) -> bool:
+    """Whether an upper bound is surely under `limit` (by more than `_BOUND_MARGIN`)."""
     return bound * (1.0 + _BOUND_MARGIN) < limit
