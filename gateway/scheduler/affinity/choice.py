@@ -258,12 +258,16 @@ class Landing:
     traffic: float = 0.0
     """Recent jobs per second for the models it would evict that no other worker holds (as
     `reload_s`, a copy held elsewhere is not lost)."""
+    unique: int = 0
+    """Warm: how many of the models it holds no other worker holds (what only it can serve
+    warm)."""
 
 
 def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
     start_s = max(lane.ready_s, farm.now_s) + load_s(job, lane.worker, lane.resident)
     if is_warm(job, lane.resident):
-        return Landing(start_s, warm=True)
+        unique = sum(1 for key in lane.resident if not farm.held_elsewhere(key, lane.name))
+        return Landing(start_s, warm=True, unique=unique)
     gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
     traffic = sum(
         need.demand_per_s.get(key, 0.0) for key in gone if not farm.held_elsewhere(key, lane.name)
@@ -274,11 +278,13 @@ def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
 def land(
     candidates: Sequence[tuple[Lane, Landing]], job: JobView, farm: Farm, tuning: Tuning
 ) -> Lane:
-    """Where a job that needs a load goes, among the lanes free as soon as the chooser: those
-    that finish it within `tuning.tie_share` of the earliest count as tied (the learned speeds
-    of like cards differ by noise); among them a warm one, then the one whose evictions cost
-    least, then the one whose evicted models see the least traffic, then the one holding the
-    fewest models (so like workers come to hold different models), then the earliest."""
+    """Where a job goes among the lanes free as soon as the chooser (for a warm job, those of
+    them that hold its models): those that finish it within `tuning.tie_share` of the
+    earliest count as tied (the learned speeds of like cards differ by noise). Among them a
+    warm one, the one holding the fewest models no other worker holds (so the workers that
+    alone hold a model stay free for its jobs); else the one whose evictions cost least, then
+    the one whose evicted models see the least traffic, then the one holding the fewest
+    models (so like workers come to hold different models); then the earliest."""
     done = [(place.start_s + farm.run_s(lane, job), lane, place) for lane, place in candidates]
     first_s = min(done_s for done_s, _, _ in done)
     limit_s = farm.now_s + (first_s - farm.now_s) * (1.0 + tuning.tie_share) + 1e-9
@@ -288,7 +294,7 @@ def land(
 
 def _tie_order(done_s: float, lane: Lane, place: Landing) -> tuple[float, ...]:
     if place.warm:
-        return (0.0, 0.0, 0.0, 0.0, done_s)
+        return (0.0, float(place.unique), 0.0, 0.0, done_s)
     return (1.0, round(place.reload_s, 6), place.traffic, len(lane.resident), done_s)
 
 

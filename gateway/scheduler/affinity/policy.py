@@ -4,7 +4,8 @@ Whenever workers have free slots, the one that frees first (the faster on a tie)
 next job of the queue it is best placed to serve (`choice`), or stays idle when every queue
 is better left to the workers holding its models. A job that needs a load goes, among the
 workers free as soon, to the one where it finishes first and, on a tie, whose loss of what it
-holds costs least. What is guaranteed (each a test in
+holds costs least; a warm job, among the holders free as soon, to the one that alone holds the
+least. What is guaranteed (each a test in
 tests/unit/gateway/scheduler/test_invariants.py):
 
 1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
@@ -16,9 +17,10 @@ tests/unit/gateway/scheduler/test_invariants.py):
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
 3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
-4. A load goes to a worker that finishes the job within `Tuning.tie_share` of the earliest;
-   among those a warm one, then the least eviction cost, then the least traffic of what it
-   evicts, then the fewest models held (`choice.land`).
+4. A job goes to a worker that finishes it within `Tuning.tie_share` of the earliest
+   (`choice.land`): a warm job to the holder that alone holds the fewest models; a load to a
+   warm one, then the least eviction cost, then the least traffic of what it evicts, then the
+   fewest models held.
 5. A load goes where it shortens a queue most (`choice.Option.gain_s`): a queue no worker
    holds first, then the one whose holders would finish it last.
 
@@ -65,10 +67,8 @@ def next_lane(farm: Farm, done: set[str]) -> Lane | None:
 def loader(
     option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str], tuning: Tuning
 ) -> Lane:
-    """Where the next job of a queue that `chooser` would load goes: among the lanes free no
-    later than the chooser, as `choice.land` picks."""
-    if option.warm:
-        return chooser
+    """Where the next job of the queue `chooser` would serve goes: among the lanes free no
+    later than the chooser (those warm for it, if the chooser is), as `choice.land` picks."""
     job = option.queue.first
     free_at_s = max(chooser.ready_s, farm.now_s)
     peers = [
@@ -78,6 +78,7 @@ def loader(
         and lane.name not in done
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
+        and (not option.warm or farm.is_warm(lane, option.queue))
     ]
     return land([(lane, landing(lane, job, farm, need)) for lane in peers], job, farm, tuning)
 

@@ -415,9 +415,7 @@ class Search:
         return found
 
     def loader(self, option: Option, index: int, chooser: Lane) -> Lane:
-        """`policy.loader`: the lane the chooser's cold queue goes to."""
-        if option.warm:
-            return chooser
+        """`policy.loader`: the lane the chooser's queue goes to."""
         job = option.queue.first
         free_at_s = max(chooser.ready_s, self.farm.now_s)
         candidates = [
@@ -426,6 +424,7 @@ class Search:
             if self.waiting(lane)
             and self.may_run(lane, index)
             and max(lane.ready_s, self.farm.now_s) <= free_at_s
+            and (not option.warm or self.farm.is_warm(lane, option.queue))
         ]
         return land(candidates, job, self.farm, self.tuning)
 

@@ -299,9 +299,10 @@ def test_each_placement_says_why_with_the_runner_up() -> None:
     assert only.why.runner_up_done_s == pytest.approx(5.0)
 
 
-# 4. Where a load goes: finish times within `tie_share` of the earliest are tied, and the tie
-# goes to a warm worker, then the least eviction cost, then the least traffic of the evicted
-# models, then the one holding the fewest models.
+# 4. Where a job goes: finish times within `tie_share` of the earliest are tied. A warm job goes
+# to the tied holder that alone holds the fewest models; a load to a warm worker, then the least
+# eviction cost, then the least traffic of the evicted models, then the one holding the fewest
+# models.
 DEAR = worker("dear", ("m2", "m1"), cache_slots=2)
 """Full: loading m3 evicts m1 (its least recently used)."""
 CHEAP = worker("cheap", ("m4", "m5", "m6"), cache_slots=3)
@@ -367,3 +368,59 @@ def test_a_load_goes_to_a_worker_finishing_as_soon_that_keeps_the_most_held(
     snapshot: Snapshot, expected: str
 ) -> None:
     assert {a.job_id: a.worker for a in placed(snapshot)}.get("a") == expected
+
+
+def warm_a(workers: list[WorkerView], *waiting: JobView) -> Snapshot:
+    """Job "a", needing m1, at 10 s beside `waiting` jobs."""
+    return snap(10.0, [job("a", "m1", 9.0), *waiting], workers)
+
+
+# (what, snapshot, the worker job "a" is placed on)
+WARM_TIES = {
+    "like holders, noise apart: the one that alone holds no other model takes it": (
+        warm_a([worker("rich", ("m1", "m2"), speed=10.5), worker("plain", ("m1",))]),
+        "plain",
+    ),
+    "...whichever of them the faster is": (
+        warm_a([worker("rich", ("m1", "m2")), worker("plain", ("m1",), speed=10.5)]),
+        "plain",
+    ),
+    "a holder clearly faster (2x) takes it, whatever it alone holds": (
+        warm_a([worker("rich", ("m1", "m2"), speed=20.0), worker("plain", ("m1",))]),
+        "rich",
+    ),
+    "a model that another worker holds too is not counted": (
+        warm_a(
+            [
+                worker("rich", ("m1", "m2"), speed=10.5),
+                worker("plain", ("m1", "m3")),
+                busy("copy", ("m2",), 5.0),
+            ]
+        ),
+        "rich",
+    ),
+    "a holder that frees later is no candidate, however little it alone holds": (
+        warm_a([worker("rich", ("m1", "m2")), busy("plain", ("m1",), 0.5)]),
+        "rich",
+    ),
+}
+
+
+@pytest.mark.parametrize(("snapshot", "expected"), WARM_TIES.values(), ids=WARM_TIES.keys())
+def test_a_warm_job_goes_to_the_tied_holder_that_alone_holds_least(
+    snapshot: Snapshot, expected: str
+) -> None:
+    assert {a.job_id: a.worker for a in placed(snapshot)}.get("a") == expected
+
+
+def test_a_burst_over_models_held_apart_runs_warm_where_each_is_held() -> None:
+    """Two like workers, one holding A, X and Y, the other A and B, two slots each; a burst of
+    A, X, B, Y. A goes where it leaves X and Y their only holder: no load, each worker runs
+    two jobs (a real card's burst after a run of jobs one after another)."""
+    workers = [
+        worker("w0", ("A", "X", "Y"), free=2, speed=10.5, cache_slots=8),
+        worker("w1", ("A", "B"), free=2, cache_slots=8),
+    ]
+    burst = [job(name.lower(), name, 9.0 + i * 0.01) for i, name in enumerate("AXBY")]
+    placed_on = {a.job_id: a.worker for a in placed(snap(10.0, burst, workers))}
+    assert placed_on == {"a": "w1", "x": "w0", "b": "w1", "y": "w0"}
