@@ -557,6 +557,8 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             continue  # its own farm: reported by once_lines
         cases = run["cases"]
         name = run["policy"] + ("" if run["preload"] else " (no preload)")
+        if "file" in run:
+            name = f"{run['file']}: {name}"
         lines.append(
             "| "
             + " | ".join(

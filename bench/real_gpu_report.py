@@ -281,16 +281,21 @@ def _options(
     before: Path | None,
     cache: Path | None,
     contracts: Sequence[tuple[str, Path]],
+    judged: Sequence[Path] = (),
 ) -> str:
     words = [str(p) for p in paths]
     words += [f"--before {before}"] if before else []
     words += [f"--cache-lru {cache}"] if cache else []
     words += [f'--contract "{label}={path}"' for label, path in contracts]
+    words += [f"--judge {path}" for path in judged]
     return " ".join(words)
 
 
 def load(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    return [run for path in paths for run in json.loads(path.read_text())["runs"]]
+    """Every run of the files, each marked with its file's name."""
+    return [
+        {**run, "file": path.stem} for path in paths for run in json.loads(path.read_text())["runs"]
+    ]
 
 
 def report(
@@ -298,13 +303,18 @@ def report(
     before: Path | None,
     cache: Path | None = None,
     contracts: Sequence[tuple[str, Path]] = (),
+    judged: Sequence[Path] = (),
 ) -> str:
+    """The report of the runs in `paths`; the targets are judged on the runs of `judged` (the
+    tree being judged; all of `paths` if none)."""
     runs = load(paths)
     policy_runs = [r for r in runs if r.get("case") != AB_CASE]
+    judged_runs = [r for r in load(judged) if r.get("case") != AB_CASE] if judged else policy_runs
+    options = _options(paths, before, cache, contracts, judged)
     parts = [
         "# Real ComfyUI on one H200 behind the gateway",
         "",
-        f"Made by `python -m bench.real_gpu_report {_options(paths, before, cache, contracts)}` "
+        f"Made by `python -m bench.real_gpu_report {options}` "
         "from the raw runs of `python -m bench.real_gpu`, `python -m bench.cache_lru` and pytest "
         '(commands and set-up in README.md, "Measured on a real card").',
         "",
@@ -312,9 +322,9 @@ def report(
         "",
         table(policy_runs),
         "",
-        "## The targets",
+        f"## The targets ({', '.join(p.stem for p in judged) if judged else 'every run'})",
         "",
-        *target_lines(policy_runs),
+        *target_lines(judged_runs),
         "",
         "## How fast the 18:4:2 trace can be on one card (from the raw runs)",
         "",
@@ -363,11 +373,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--cache-lru", dest="cache", type=Path, default=None)
     parser.add_argument("--contract", action="append", default=[], help="LABEL=FILE")
+    parser.add_argument(
+        "--judge", action="append", default=[], type=Path,
+        help="a file of runs the targets are judged on (default: every file)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     contracts = [
         (label, Path(file)) for label, _, file in (c.rpartition("=") for c in args.contract)
     ]
-    text = report(args.files, args.before, args.cache, contracts)
+    text = report(args.files, args.before, args.cache, contracts, args.judge)
     if args.out:
         args.out.write_text(text)
     print(text)
