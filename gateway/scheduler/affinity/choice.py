@@ -284,7 +284,8 @@ def land(
     warm one, the one holding the fewest models no other worker holds (so the workers that
     alone hold a model stay free for its jobs); else the one whose evictions cost least, then
     the one whose evicted models see the least traffic, then the one holding the fewest
-    models (so like workers come to hold different models); then the earliest."""
+    models (so like workers come to hold different models); then the earliest, then the first
+    by name."""
     done = [(place.start_s + farm.run_s(lane, job), lane, place) for lane, place in candidates]
     first_s = min(done_s for done_s, _, _ in done)
     limit_s = farm.now_s + (first_s - farm.now_s) * (1.0 + tuning.tie_share) + 1e-9
@@ -292,10 +293,12 @@ def land(
     return min(tied, key=lambda entry: _tie_order(*entry))[1]
 
 
-def _tie_order(done_s: float, lane: Lane, place: Landing) -> tuple[float, ...]:
+def _tie_order(
+    done_s: float, lane: Lane, place: Landing
+) -> tuple[float, float, float, float, float, str]:
     if place.warm:
-        return (0.0, float(place.unique), 0.0, 0.0, done_s)
-    return (1.0, round(place.reload_s, 6), place.traffic, len(lane.resident), done_s)
+        return (0.0, place.unique, 0.0, 0.0, done_s, lane.name)
+    return (1.0, round(place.reload_s, 6), place.traffic, len(lane.resident), done_s, lane.name)
 
 
 def best_option(

@@ -71,14 +71,16 @@ def loader(
     later than the chooser (those warm for it, if the chooser is), as `choice.land` picks."""
     job = option.queue.first
     free_at_s = max(chooser.ready_s, farm.now_s)
+    lanes = (
+        [chooser, *farm.holders(option.queue, chooser.name)] if option.warm else farm.lanes.values()
+    )
     peers = [
         lane
-        for lane in farm.lanes.values()
+        for lane in lanes
         if lane.slots > 0
         and lane.name not in done
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
-        and (not option.warm or farm.is_warm(lane, option.queue))
     ]
     return land([(lane, landing(lane, job, farm, need)) for lane in peers], job, farm, tuning)
 

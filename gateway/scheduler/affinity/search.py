@@ -418,13 +418,17 @@ class Search:
         """`policy.loader`: the lane the chooser's queue goes to."""
         job = option.queue.first
         free_at_s = max(chooser.ready_s, self.farm.now_s)
+        lanes = (
+            [chooser, *self.farm.holders(option.queue, chooser.name)]
+            if option.warm
+            else self.farm.lanes.values()
+        )
         candidates = [
             (lane, self.landing(lane, index, job))
-            for lane in self.farm.lanes.values()
+            for lane in lanes
             if self.waiting(lane)
             and self.may_run(lane, index)
             and max(lane.ready_s, self.farm.now_s) <= free_at_s
-            and (not option.warm or self.farm.is_warm(lane, option.queue))
         ]
         return land(candidates, job, self.farm, self.tuning)
 
