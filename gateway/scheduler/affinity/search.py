@@ -39,7 +39,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Literal, TypeVar
 
 from gateway.scheduler.affinity.choice import (
@@ -78,6 +78,10 @@ Steps = Generator[None, None, T]
 """Work in steps (None after each) that ends with a value."""
 
 _BOUND_MARGIN = 1e-9
+_RANK_CHUNK = 32
+"""Queues ranked, or lanes looked at for a runner-up, per step (`_chunked`, `explain`)."""
+_RELEASE_CHUNK = 2_000
+"""Entries of the call's tables freed per step as it ends (`Search.release`)."""
 """A bound is trusted to beat an option only by more than this relative margin: the two are
 computed in different orders of float operations."""
 
@@ -159,12 +163,23 @@ class Search:
             if not option.warm:
                 yield None
             job = option.queue.take()
-            why = self.explain(job, index, target)
+            why = yield from self.explain(job, index, target)
             self.placed(target, advance(target, job), index)
             yield Assignment(job.job_id, target.name, why)
             for name in self.idle_done:
                 heapq.heappush(self.heap, self.order(self.farm.lanes[name]))
             self.idle_done.clear()
+        yield from self.release()
+
+    def release(self) -> Iterator[None]:
+        """Empty the tables kept for the call, a chunk per step: freed at once as the call
+        ends, they would take one step of tens of milliseconds (20 ms at 100,000 jobs x 256
+        workers x 256 models: `python -m bench.looplag`)."""
+        for table in (self.loads, self._may_run, self.options, self.bounds, self.landings):
+            while table:
+                for _ in range(min(len(table), _RELEASE_CHUNK)):
+                    table.popitem()
+                yield None
 
     def order(self, lane: Lane) -> LaneOrder:
         """The reference's `next_lane` order: the lane that frees first, the faster on a tie."""
@@ -252,7 +267,7 @@ class Search:
         """The best load of a lane with no warm work: the queues by falling bound on
         `Option.key` (`by_bound`), until none can beat the best so far."""
         best: Ranked | None = None
-        for rank in self.by_bound():
+        for rank in (yield from self.by_bound()):
             verdict = self.verdict(lane, rank, held, best)
             if verdict == "stop":
                 break  # so are the rest: they come in falling order
@@ -272,7 +287,7 @@ class Search:
         `switch_ratio` times the warm work's, visited by falling ratio bound."""
         limit = self.tuning.switch_ratio * kept.ratio()
         best: Ranked | None = None
-        for neg_priority, neg_bound, index in self.by_ratio():
+        for neg_priority, neg_bound, index in (yield from self.by_ratio()):
             priority = -neg_priority
             if priority < kept.priority:
                 break
@@ -328,11 +343,12 @@ class Search:
             return (-queue.first.priority, -1, -queue_bound(queue, self.farm), index)
         return (-queue.first.priority, 0, -(done_s - self.farm.now_s), index)
 
-    def by_bound(self) -> list[Rank]:
+    def by_bound(self) -> Steps[list[Rank]]:
         """The non-empty queues in the order of the best key their options could have: ranked
-        on first use, then kept in order as queues lose jobs and holders change (`rerank`)."""
+        on first use (a step per `_RANK_CHUNK` queues), then kept in order as queues lose jobs
+        and holders change (`rerank`)."""
         if self._by_bound is None:
-            self.ranks = [self.rank(index) for index in range(len(self.queues))]
+            self.ranks = yield from _chunked(self.rank, len(self.queues))
             self._by_bound = sorted(rank for rank in self.ranks if rank is not None)
         return self._by_bound
 
@@ -342,11 +358,12 @@ class Search:
             return None
         return (-queue.first.priority, -queue_bound(queue, self.farm), index)
 
-    def by_ratio(self) -> list[RatioRank]:
+    def by_ratio(self) -> Steps[list[RatioRank]]:
         """The non-empty queues by falling priority, then falling ratio bound over every lane:
-        ranked on first use, then kept in order (`rerank`)."""
+        ranked on first use (a step per `_RANK_CHUNK` queues), then kept in order
+        (`rerank`)."""
         if self._by_ratio is None:
-            self.ratio_ranks = [self.ratio_rank(index) for index in range(len(self.queues))]
+            self.ratio_ranks = yield from _chunked(self.ratio_rank, len(self.queues))
             self._by_ratio = sorted(rank for rank in self.ratio_ranks if rank is not None)
         return self._by_ratio
 
@@ -432,14 +449,17 @@ class Search:
         ]
         return land(candidates, job, self.farm, self.tuning)
 
-    def explain(self, job: JobView, index: int, target: Lane) -> Why:
+    def explain(self, job: JobView, index: int, target: Lane) -> Steps[Why]:
         """`policy.explain`, with each lane's load of the queue kept between steps: the
         runner-up is the lane that finishes first (the first name on a tie), found among the
-        lanes by when they free, until one frees after the best so far finishes."""
+        lanes by when they free, until one frees after the best so far finishes; a step
+        after every `_RANK_CHUNK` lanes looked at."""
         now_s = self.farm.now_s
         lanes = self.farm.lanes
         runner_up: tuple[float, str] | None = None
-        for ready_s, name in self.by_ready():
+        for seen, (ready_s, name) in enumerate(self.by_ready(), start=1):
+            if seen % _RANK_CHUNK == 0:
+                yield None
             wait_s = max(ready_s - now_s, 0.0)
             if runner_up is not None and wait_s > runner_up[0]:
                 break  # its load and run only add to that: neither it nor a later one wins
@@ -512,6 +532,17 @@ class Search:
         self.changes.append((lanes, queues))
         if after.slots > 0:
             heapq.heappush(self.heap, self.order(after))
+
+
+def _chunked(rank: Callable[[int], T], count: int) -> Steps[list[T]]:
+    """`[rank(i) for i in range(count)]`, a step after every `_RANK_CHUNK`: ranking every queue
+    of a large farm at once is one step of milliseconds (4 ms at 256 workers x 256 models)."""
+    out: list[T] = []
+    for index in range(count):
+        out.append(rank(index))
+        if len(out) % _RANK_CHUNK == 0:
+            yield None
+    return out
 
 
 def _move(order: list[R], ranks: list[R | None], index: int, new: R | None) -> None:
