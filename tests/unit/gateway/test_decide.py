@@ -1,9 +1,13 @@
 """`dispatcher.decide`: a large decision by a stepwise policy is made on the event loop in
-steps, the loop serving others between them, with the assignments `assign` gives."""
+steps, the loop serving others between them, with the assignments `assign` gives, and the
+garbage collector's passes deferred until it ends."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -66,3 +70,57 @@ async def test_affinity_decides_in_steps_what_it_assigns_at_once(large: Snapshot
     policy = make_policy("affinity")
     assert isinstance(policy, Stepwise)
     assert await dispatcher.decide(policy, large) == policy.assign(large)
+
+
+@dataclass
+class Collecting:
+    """A stepwise policy that notes at each step whether the garbage collector is on, and
+    fails at its last step when told to."""
+
+    fail: bool = False
+    enabled: list[bool] = field(default_factory=list)
+    name: str = "collecting"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        return [step for step in self.steps(snapshot) if step is not None]
+
+    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
+        for _ in range(3):
+            self.enabled.append(gc.isenabled())
+            yield None
+        if self.fail:
+            raise RuntimeError("policy failed")
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["ends", "raises"])
+async def test_collections_wait_until_a_large_decision_ends(large: Snapshot, fail: bool) -> None:
+    policy = Collecting(fail=fail)
+    assert gc.isenabled()
+    if fail:
+        with pytest.raises(RuntimeError):
+            await dispatcher.decide(policy, large)
+    else:
+        assert await dispatcher.decide(policy, large) == []
+    assert policy.enabled == [False, False, False]
+    assert gc.isenabled()
+
+
+async def test_a_small_decision_leaves_the_collector_alone() -> None:
+    small = build_snapshot("burst", Size(10, 2, 1))
+    assert len(small.groups) * len(small.workers) < dispatcher.OFF_LOOP_AT
+    policy = Collecting()
+    await dispatcher.decide(policy, small)
+    assert policy.enabled == [True, True, True]
+
+
+def test_serve_freezes_what_is_alive_before_it_serves() -> None:
+    """In a fresh interpreter (freezing this one would keep the test run's heap for good)."""
+    code = (
+        "import gc\n"
+        "from gateway.serve import freeze_heap\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "freeze_heap()\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) > 10_000
