@@ -88,7 +88,7 @@ class Dispatcher:
         """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
         self.poll_s = poll_s
         self.clock = clock
-        self.outcomes = Outcomes(store, hub, self.wake, metrics)
+        self.outcomes = Outcomes(store, hub, self.wake, metrics, twins=links.twins)
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
         self._round = asyncio.Lock()

@@ -11,7 +11,15 @@ from typing import Any
 
 from gateway.jobs.history import Heard
 from gateway.jobs.models import JobRecord
-from gateway.learning.learn import Finished, Knowledge, NodeClock, cache_slots, learn, shifted
+from gateway.learning.learn import (
+    Finished,
+    Knowledge,
+    NodeClock,
+    cache_slots,
+    learn,
+    learn_from_twin,
+    shifted,
+)
 from gateway.learning.speed import SpeedEstimate
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle
@@ -119,7 +127,7 @@ class WorkerLink:
 
     def learn(self, done: Finished) -> None:
         """Fold a finished prompt into what is believed of this worker."""
-        before = Knowledge(self.speed_book, self.load_s, self.resident)
+        before = self.knowledge
         after = learn(before, done, self.cache_slots)
         for family, was, now in shifted(before.book, after.book):
             log.warning(
@@ -131,6 +139,29 @@ class WorkerLink:
             )
         self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
         self.lessons += 1
+
+    @property
+    def knowledge(self) -> Knowledge:
+        return Knowledge(self.speed_book, self.load_s, self.resident)
+
+    def learn_from_twin(self, origin: Knowledge, done: Finished) -> None:
+        """Fold in what its twin, which knew `origin`, learned from `done`: speeds and load
+        seconds, not residency (`twin_key`)."""
+        after = learn_from_twin(self.knowledge, origin, done)
+        self.speed_book, self.load_s = after.book, dict(after.load_s)
+        self.lessons += 1
+
+    @property
+    def twin_key(self) -> tuple[object, ...] | None:
+        """Workers with the same key are instances on the same cards launched alike (the same
+        GPU slot, ComfyUI, Python and args): one's speeds and load seconds are the others', so
+        each learns from every twin's jobs, and like workers' noise does not tell them apart.
+        None for a worker started elsewhere, an emulated one (each emulates its own card) or
+        one with no GPU slot."""
+        spec = self.handle.spec
+        if spec.url is not None or spec.emulate is not None or not spec.gpu_indices:
+            return None
+        return (spec.gpu_indices, spec.args, spec.comfyui, spec.python)
 
     @property
     def name(self) -> str:
@@ -231,6 +262,13 @@ class Links:
 
     def accepting(self) -> list[WorkerLink]:
         return [link for link in self if link.accepting]
+
+    def twins(self, link: WorkerLink) -> list[WorkerLink]:
+        """The other workers sharing `link`'s cards, launched alike (`WorkerLink.twin_key`)."""
+        key = link.twin_key
+        if key is None:
+            return []
+        return [other for other in self if other is not link and other.twin_key == key]
 
     def owner_of(self, job_id: str) -> WorkerLink | None:
         return next((link for link in self if job_id in link.held), None)

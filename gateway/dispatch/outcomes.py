@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -37,10 +37,13 @@ class Outcomes:
         hub: Hub,
         wake: Callable[[], None],
         metrics: Metrics | None = None,
+        twins: Callable[[WorkerLink], Sequence[WorkerLink]] = lambda link: (),
     ):
         self.store = store
         self.hub = hub
         self.wake = wake
+        self.twins = twins
+        """The workers that learn from a worker's jobs as it does (`Links.twins`)."""
         self.metrics = metrics or Metrics(store.now_ms)
         self.ledgers: LedgerBook | None = LedgerBook(store.now_ms)
         self.on_end: Callable[[str], None] = _ignore
@@ -78,7 +81,7 @@ class Outcomes:
         self._forget(link, job_id)
         if held.checkpoint:
             link.last_checkpoint = held.checkpoint
-        done = _learn(link, job, held, prompt)
+        done = _learn(link, job, held, prompt, self.twins(link))
         if applied and done is not None:
             cached = len(held.clock.cached) if held.clock is not None else 0
             self.metrics.models_used(link.name, held.checkpoint, done.loader_cached, cached)
@@ -311,12 +314,20 @@ def _group(link: WorkerLink | None, job: JobRecord) -> str:
 
 
 def _learn(
-    link: WorkerLink, job: JobRecord, held: Held, prompt: Mapping[str, Any]
+    link: WorkerLink,
+    job: JobRecord,
+    held: Held,
+    prompt: Mapping[str, Any],
+    twins: Sequence[WorkerLink] = (),
 ) -> Finished | None:
-    """What the job taught about the worker; never at the cost of the job's answer."""
+    """What the job taught about the worker, and about its twins; never at the cost of the
+    job's answer."""
     try:
         done = finished(job.job_view(), prompt, held.clock)
+        before = link.knowledge
         link.learn(done)
+        for twin in twins:
+            twin.learn_from_twin(before, done)
     except Exception:
         log.exception("learning from job %s on %s failed", job.job_id, link.name)
         return None

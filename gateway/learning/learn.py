@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.learning import demand, residency
 from gateway.learning import speed as learned
@@ -62,6 +62,7 @@ __all__ = [
     "finished",
     "is_loader",
     "learn",
+    "learn_from_twin",
     "loading_s",
     "on_cached",
     "on_executing",
@@ -119,20 +120,41 @@ class Knowledge:
 
 def learn(known: Knowledge, done: Finished, slots: int) -> Knowledge:
     """The knowledge after `done` ran on the worker (which keeps `slots` checkpoints)."""
-    evidence = residency.Evidence(
+    evidence = _evidence(known, done)
+    taught = _taught(known, known, done, evidence)
+    return replace(taught, resident=believed_after(known.resident, evidence, slots))
+
+
+def learn_from_twin(twin: Knowledge, origin: Knowledge, done: Finished) -> Knowledge:
+    """What a twin learns from `done`, which ran on a worker of the same cards launched alike
+    (two instances sharing a card) that knew `origin` before it: the same lessons of speed and
+    load seconds, judged on the worker that ran it; the twin's residency as it was."""
+    return _taught(twin, origin, done, _evidence(origin, done))
+
+
+def _evidence(known: Knowledge, done: Finished) -> residency.Evidence:
+    return residency.Evidence(
         done.models,
         done.loader_cached,
         loading_s(known.book, done),
         _expected_load_s(known.load_s, done),
     )
+
+
+def _taught(
+    learner: Knowledge, origin: Knowledge, done: Finished, evidence: residency.Evidence
+) -> Knowledge:
+    """`learner`'s speeds and load seconds once `done` ran where `origin` was known."""
     loaded = residency.was_resident(evidence) is False
     # A load's copy to VRAM lands in the sampler: its run is a warm one only once the
     # samplers' set-up is told apart from their steps.
     teaches_speed = not loaded or done.setup_s is not None
     return Knowledge(
-        book=_speed(known.book, done) if teaches_speed else known.book,
-        load_s=_loads(known, done, evidence) if loaded else known.load_s,
-        resident=believed_after(known.resident, evidence, slots),
+        book=_speed(learner.book, done) if teaches_speed else learner.book,
+        load_s=(
+            _loads(learner.load_s, origin.resident, done, evidence) if loaded else learner.load_s
+        ),
+        resident=learner.resident,
     )
 
 
@@ -185,16 +207,22 @@ def _speed(
     return {**book, done.family: estimate}
 
 
-def _loads(known: Knowledge, done: Finished, evidence: residency.Evidence) -> Mapping[str, float]:
-    """A job that really loaded updates the estimate of the keys that were not resident."""
+def _loads(
+    known_s: Mapping[str, float],
+    resident: Sequence[str],
+    done: Finished,
+    evidence: residency.Evidence,
+) -> Mapping[str, float]:
+    """A job that really loaded updates the estimates `known_s` of the keys that were not
+    `resident` where it ran."""
     seconds = evidence.load_s
     if seconds is None or not done.models:
-        return known.load_s
+        return known_s
     if evidence.expected_load_s and seconds < LOADED_FRACTION * evidence.expected_load_s:
-        return known.load_s  # the loader ran but found its models in memory
-    fresh = sorted(done.models - set(known.resident)) or sorted(done.models)
+        return known_s  # the loader ran but found its models in memory
+    fresh = sorted(done.models - set(resident)) or sorted(done.models)
     share = seconds / len(fresh)
-    load_s = dict(known.load_s)
+    load_s = dict(known_s)
     for key in (*fresh, done.family):
         load_s[key] = _smoothed(load_s.get(key), share)
     return load_s

@@ -12,10 +12,11 @@ import redis.asyncio as aioredis
 from gateway.app import load_policy
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.links import Held, Links, WorkerLink
+from gateway.dispatch.outcomes import Outcomes
 from gateway.dispatch.relay import Relay
 from gateway.events.hub import Hub
 from gateway.farm.describe import learned_fields
-from gateway.jobs.models import JobRecord, JobState, Placement
+from gateway.jobs.models import JobRecord, JobState, NewJob, Placement
 from gateway.jobs.store import JobStore
 from gateway.learning import learn as learning
 from gateway.learning import speed as learned_speed
@@ -550,3 +551,63 @@ async def test_the_dispatcher_prices_a_worker_never_measured_from_the_farm(
     status = learned_fields(b, dispatcher.estimates.of(b))
     assert set(status["estimated"]["families"]) == families
     assert set(status["estimated"]["load_s"]) == keys
+
+
+# Twins: instances on the same cards, launched alike, learn from each other's jobs.
+
+
+def test_a_twin_learns_the_speed_and_the_load_but_keeps_its_residency() -> None:
+    origin = Knowledge(load_s={SDXL: 4.0}, resident=(SD15,))
+    twin = Knowledge(resident=(SDXL,))
+    done = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=6.0, run_s=5.0, loader_cached=False)
+    after = learning.learn_from_twin(twin, origin, done)
+    # judged where it ran: SDXL was not resident there, so the job loaded
+    assert after.load_s[SDXL] == pytest.approx(6.0)
+    assert after.resident == (SDXL,)
+    warm = Finished("sdxl", 20.0, frozenset((SDXL,)), load_s=0.0, run_s=5.0, loader_cached=True)
+    taught = learning.learn_from_twin(after, Knowledge(resident=(SDXL,)), warm)
+    assert taught.book["sdxl"].predict_s(20.0) == pytest.approx(5.0)
+    assert taught.load_s == after.load_s
+
+
+def gpu_link(name: str, gpu: int | None = 0, args: tuple[str, ...] = ()) -> WorkerLink:
+    handle = WorkerHandle(WorkerSpec(name, gpu=gpu, args=args), "http://127.0.0.1:9", ready=True)
+    return WorkerLink(handle, ComfyClient(handle.url), sid="s")
+
+
+def test_twins_are_the_instances_of_one_card_launched_alike() -> None:
+    a, b = gpu_link("a"), gpu_link("b")
+    other_card, other_args = gpu_link("c", gpu=1), gpu_link("d", args=("--lowvram",))
+    no_slot = gpu_link("e", gpu=None)
+    links = Links([a, b, other_card, other_args, no_slot, gpu_link("f", gpu=None)])
+    assert links.twins(a) == [b] and links.twins(b) == [a]
+    assert links.twins(other_card) == [] and links.twins(other_args) == []
+    assert links.twins(no_slot) == []
+    emulated = WorkerHandle(WorkerSpec("g", gpu=0, emulate="h200"), "http://127.0.0.1:9")
+    assert WorkerLink(emulated, ComfyClient(emulated.url), sid="s").twin_key is None
+
+
+async def test_a_job_on_one_instance_teaches_its_twin(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    """Through `Outcomes.complete`: the twin of the worker that ran the job learns its speed
+    (two instances on one H200 learned SD1.5 at 3.2 and 4.3 units/s, one job against ten, and
+    the policy's ties no longer saw them as like); a worker on another card does not."""
+    a, b, c = gpu_link("a"), gpu_link("b"), gpu_link("c", gpu=1)
+    links = Links([a, b, c])
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    outcomes = Outcomes(store, hub, lambda: None, twins=links.twins)
+    prompt = warmup_prompt(SD15)
+    job = NewJob("j", prompt, {}, None, ("7",), placement=Placement(SD15, (SD15,), 20.0))
+    await store.enqueue(job)
+    claimed = await store.claim("j", "a")
+    assert claimed is not None
+    clock = clocked(("5", 0.0), (None, 2.0), cached=("1",))
+    held = Held(1, None, SD15, (SD15,), record=claimed, sid="s", clock=clock)
+    a.hold("j", held)
+    entry = {"prompt": [0, "j", prompt, {}, ["7"]], "outputs": {}, "status": {"completed": True}}
+    assert await outcomes.complete(a, "j", held, entry)
+    assert "sd15" in a.speed_book
+    assert b.speed_book == a.speed_book and b.lessons == 1
+    assert a.resident == (SD15,) and b.resident == ()
+    assert c.speed_book == {} and c.lessons == 0
