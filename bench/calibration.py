@@ -303,7 +303,7 @@ def raw_rows(data_dir: Path | None) -> list[Row]:
 
 REAL_GPU_DIR = ROOT / "bench" / "data" / "real_gpu"
 REAL_GPU_FILES = ("h200-run2.json", "h200-run3.json", "h200-run7.json")
-"""The profiles were fitted to runs 2 and 3; run 7, on another day and another lent machine,
+"""The profiles were fitted to runs 2 and 3; run 7, on another day and another machine,
 checks that they hold."""
 ALONE_SHARE, BOTH_SHARE = 0.05, 0.8
 """A job overlapped by the other instance's jobs for less than 5 % of its time ran alone, for
