@@ -222,10 +222,10 @@ def contract_lines(contracts: Sequence[tuple[str, Path]]) -> list[str]:
 
 def simulated_trace_s(policy: str) -> float:
     """The simulator's makespan of the 24-job trace on two `h200-pair` workers holding A."""
-    shape = JobShape(A, "sd15", 20, 512, 512)
+    shape = _shape(A)
     specs = [WorkerSpec(f"w{i}", SIM_PROFILE, SIM_ARGS) for i in range(2)]
     cards = tuple(make_card(spec, [(shape, 1.0)]) for spec in specs)
-    jobs = [SimJob(f"t{i}", 0.0, JobShape(c, "sd15", 20, 512, 512)) for i, c in enumerate(TRACE)]
+    jobs = [SimJob(f"t{i}", 0.0, _shape(c)) for i, c in enumerate(TRACE)]
     chosen, config = build_policy(policy), SimConfig(learned_speeds=True)
     slots = slots_per_worker(chosen, config.slots)
     families = {name: "sd15" for name in TRACE}

@@ -275,6 +275,15 @@ def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
     return Landing(start_s, False, reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 
 
+def peers(option: Option, chooser: Lane, farm: Farm) -> Iterable[Lane]:
+    """The lanes the next job of the queue `chooser` would serve may go to, before the test of
+    when they free (`land` picks among those): for warm work the chooser and the queue's
+    other holders, for a load every lane."""
+    if option.warm:
+        return [chooser, *farm.holders(option.queue, chooser.name)]
+    return farm.lanes.values()
+
+
 def land(
     candidates: Sequence[tuple[Lane, Landing]], job: JobView, farm: Farm, tuning: Tuning
 ) -> Lane:

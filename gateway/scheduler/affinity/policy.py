@@ -40,6 +40,7 @@ from gateway.scheduler.affinity.choice import (
     is_idle,
     land,
     landing,
+    peers,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
 from gateway.scheduler.affinity.search import Search
@@ -71,18 +72,15 @@ def loader(
     later than the chooser (those warm for it, if the chooser is), as `choice.land` picks."""
     job = option.queue.first
     free_at_s = max(chooser.ready_s, farm.now_s)
-    lanes = (
-        [chooser, *farm.holders(option.queue, chooser.name)] if option.warm else farm.lanes.values()
-    )
-    peers = [
+    candidates = [
         lane
-        for lane in lanes
+        for lane in peers(option, chooser, farm)
         if lane.slots > 0
         and lane.name not in done
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
     ]
-    return land([(lane, landing(lane, job, farm, need)) for lane in peers], job, farm, tuning)
+    return land([(lane, landing(lane, job, farm, need)) for lane in candidates], job, farm, tuning)
 
 
 def explain(job: JobView, target: Lane, farm: Farm) -> Why:

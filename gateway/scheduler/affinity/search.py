@@ -55,6 +55,7 @@ from gateway.scheduler.affinity.choice import (
     is_idle,
     land,
     landing,
+    peers,
     queue_bound,
     ratio_bound,
     weigh,
@@ -435,14 +436,9 @@ class Search:
         """`policy.loader`: the lane the chooser's queue goes to."""
         job = option.queue.first
         free_at_s = max(chooser.ready_s, self.farm.now_s)
-        lanes = (
-            [chooser, *self.farm.holders(option.queue, chooser.name)]
-            if option.warm
-            else self.farm.lanes.values()
-        )
         candidates = [
             (lane, self.landing(lane, index, job))
-            for lane in lanes
+            for lane in peers(option, chooser, self.farm)
             if self.waiting(lane)
             and self.may_run(lane, index)
             and max(lane.ready_s, self.farm.now_s) <= free_at_s

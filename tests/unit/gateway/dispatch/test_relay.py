@@ -23,18 +23,25 @@ from workers.supervision.launch import WorkerHandle, WorkerSpec
 FRAMES = 500
 
 
-class Backlog:
-    """An event socket with `FRAMES` frames already read: each comes without a suspension,
-    after 0.2 ms of parsing."""
-
-    def __init__(self) -> None:
-        self.read = 0
+class FakeSocket:
+    """A worker's event socket (`ComfyClient.events`) whose frames `_frames` makes."""
 
     @contextlib.asynccontextmanager
     async def events(
         self, client_id: str, feature_flags: Mapping[str, Any] | None = None
     ) -> AsyncIterator[AsyncIterator[Frame]]:
         yield self._frames()
+
+    def _frames(self) -> AsyncIterator[Frame]:
+        raise NotImplementedError
+
+
+class Backlog(FakeSocket):
+    """An event socket with `FRAMES` frames already read: each comes without a suspension,
+    after 0.2 ms of parsing."""
+
+    def __init__(self) -> None:
+        self.read = 0
 
     async def _frames(self) -> AsyncIterator[Frame]:
         for value in range(FRAMES):
@@ -67,19 +74,13 @@ async def test_a_backlog_of_frames_leaves_the_event_loop_to_the_others() -> None
     assert len(during) >= 10, seen  # a turn every few frames, not one after the last
 
 
-class SlowWorker:
+class SlowWorker(FakeSocket):
     """A worker whose event socket the test feeds (`send`, `close`) and whose `/history`
     answers only once `answer` is set (and then fails: the lease sweep would ask again)."""
 
     def __init__(self) -> None:
         self.wire: asyncio.Queue[Frame | None] = asyncio.Queue()
         self.answer = asyncio.Event()
-
-    @contextlib.asynccontextmanager
-    async def events(
-        self, client_id: str, feature_flags: Mapping[str, Any] | None = None
-    ) -> AsyncIterator[AsyncIterator[Frame]]:
-        yield self._frames()
 
     async def _frames(self) -> AsyncIterator[Frame]:
         while (frame := await self.wire.get()) is not None:
