@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from gateway.scheduler.affinity.fluid import finish_s, share
 from gateway.scheduler.affinity.lanes import Lane
+from gateway.scheduler.affinity.plan import Plan
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, evicted, is_warm, key_load_s, load_s, models_of
@@ -311,9 +312,16 @@ def _tie_order(
 
 
 def best_option(
-    lane: Lane, queues: Iterable[Queue], farm: Farm, need: Need, idle: bool, tuning: Tuning
+    lane: Lane,
+    queues: Iterable[Queue],
+    farm: Farm,
+    need: Need,
+    idle: bool,
+    tuning: Tuning,
+    plan: Plan | None = None,
 ) -> Option | None:
-    """The queue `lane` should serve next, or None to leave it idle (`choose`).
+    """The queue `lane` should serve next, or None to leave it idle (`choose`): among the
+    queues the backlog's plan gives it first (`Plan.allows`), then among all of them.
 
     Every queue is evaluated: the reference that `search.Search` (which skips the queues that
     cannot win) must agree with."""
@@ -324,7 +332,10 @@ def best_option(
         option = option_for(lane, queue, farm, need, idle, tuning)
         if option is not None:
             options.append((option, index))
-    chosen = choose(options, tuning)
+    chosen = None
+    if plan is not None and plan.restricts(lane.name):
+        chosen = choose([o for o in options if plan.allows(lane.name, o[0].queue)], tuning)
+    chosen = chosen or choose(options, tuning)
     return None if chosen is None else chosen[0]
 
 

@@ -23,6 +23,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
    fewest models held.
 5. A load goes where it shortens a queue most (`choice.Option.gain_s`): a queue no worker
    holds first, then the one whose holders would finish it last.
+6. While a backlog lasts (`Tuning.plan_s`), each worker chooses first among the families its
+   card is relatively best at (`plan`): the split that finishes the backlog soonest in the
+   fluid limit stays open to every worker's choices, and like cards are never restricted.
 
 The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
 workers x groups, whatever the number of waiting jobs.
@@ -43,6 +46,7 @@ from gateway.scheduler.affinity.choice import (
     peers,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
+from gateway.scheduler.affinity.plan import Plan, plan_of
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
@@ -125,20 +129,22 @@ def steps(
         waiting=frozenset(key for queue in queues for key in queue.models),
         demand_per_s=snapshot.demand_per_s,
     )
+    plan = plan_of(farm, queues, tuning.plan_s, tuning.tie_share)
+    yield None
     if prune:
-        search = Search(farm, need, queues, tuning)
+        search = Search(farm, need, queues, tuning, plan)
         yield None
         yield from search.run()
     else:
-        yield from _every_option(farm, need, queues, tuning)
+        yield from _every_option(farm, need, queues, tuning, plan)
 
 
 def _every_option(
-    farm: Farm, need: Need, queues: Sequence[Queue], tuning: Tuning
+    farm: Farm, need: Need, queues: Sequence[Queue], tuning: Tuning, plan: Plan | None
 ) -> Iterator[Assignment]:
     done: set[str] = set()
     while (lane := next_lane(farm, done)) is not None:
-        option = best_option(lane, queues, farm, need, is_idle(lane), tuning)
+        option = best_option(lane, queues, farm, need, is_idle(lane), tuning, plan)
         if option is None:
             done.add(lane.name)
             continue

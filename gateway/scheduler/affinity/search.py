@@ -61,6 +61,7 @@ from gateway.scheduler.affinity.choice import (
     weigh,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
+from gateway.scheduler.affinity.plan import Plan
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm, load_s
@@ -90,11 +91,20 @@ computed in different orders of float operations."""
 class Search:
     """One call's assignments, found with what earlier steps of the call computed."""
 
-    def __init__(self, farm: Farm, need: Need, queues: Sequence[Queue], tuning: Tuning):
+    def __init__(
+        self,
+        farm: Farm,
+        need: Need,
+        queues: Sequence[Queue],
+        tuning: Tuning,
+        plan: Plan | None = None,
+    ):
         self.farm = farm
         self.need = need
         self.queues = queues
         self.tuning = tuning
+        self.plan = plan
+        self.first_choices: str | None = None  # the lane looking only at the plan's first
         self.lane_version = dict.fromkeys(farm.lanes, 0)
         """Bumped when a lane changes or a model it holds changes holders."""
         self.queue_version = [0] * len(queues)
@@ -199,21 +209,41 @@ class Search:
         return lane.slots > 0 and lane.name not in self.done and lane.name not in self.idle_done
 
     def best_option(self, lane: Lane) -> Steps[Ranked | None]:
-        """`choice.best_option`. An idle lane that left every queue and has not changed
-        since looks only at the queues whose refusal may have changed (every other still
-        refuses it); any other lane looks at them all (`scan`). A step after each queue
-        weighed (`choice.weigh`), which may look at every lane."""
+        """`choice.best_option`: the queues the plan gives the lane first, then all of them.
+        An idle lane that left every queue and has not changed since looks only at the
+        queues whose refusal may have changed (every other still refuses it); any other lane
+        looks at them all (`scan`). A step after each queue weighed (`choice.weigh`), which
+        may look at every lane."""
         idle = is_idle(lane)
         dated = self.dated_since_refusal(lane) if idle else None
-        if dated is None:
-            chosen = yield from self.scan(lane, idle)
-        else:
-            chosen = yield from self.best_of(lane, dated, idle)
+        chosen: Ranked | None = None
+        if self.plan is not None and self.plan.restricts(lane.name):
+            self.first_choices = lane.name
+            try:
+                chosen = yield from self.look(lane, idle, dated)
+            finally:
+                self.first_choices = None
+        if chosen is None:
+            chosen = yield from self.look(lane, idle, dated)
         if idle and chosen is None:
             self.refused[lane.name] = (self.lane_version[lane.name], len(self.changes))
         else:
             self.refused.pop(lane.name, None)
         return chosen
+
+    def look(self, lane: Lane, idle: bool, dated: set[int] | None) -> Steps[Ranked | None]:
+        if dated is None:
+            return (yield from self.scan(lane, idle))
+        return (yield from self.best_of(lane, dated, idle))
+
+    def kept_out(self, lane: Lane, index: int) -> bool:
+        """Whether the lane looks past the queue: it looks at its first choices only, and
+        the plan does not give it this one."""
+        return (
+            self.first_choices == lane.name
+            and self.plan is not None
+            and not self.plan.allows(lane.name, self.queues[index])
+        )
 
     def dated_since_refusal(self, lane: Lane) -> set[int] | None:
         """The queues re-dated, or whose sooner lane changed, since the lane last left every
@@ -235,6 +265,8 @@ class Search:
         options: list[Ranked] = []
         for index in indices:
             if self.queues[index].has_jobs and self.may_run(lane, index):
+                if self.kept_out(lane, index):
+                    continue
                 option = yield from self.option_steps(lane, index, idle)
                 if option is not None:
                     options.append((option, index))
@@ -256,6 +288,8 @@ class Search:
         warm: Ranked | None = None
         for index in self.held_queues(held):
             if self.queues[index].has_jobs and self.may_run(lane, index):
+                if self.kept_out(lane, index):
+                    continue
                 option = yield from self.option_steps(lane, index, idle)
                 if option is not None:
                     warm = better_warm((option, index), warm)
@@ -304,8 +338,13 @@ class Search:
         return best
 
     def loadable(self, lane: Lane, index: int, held: frozenset[str]) -> bool:
-        """Whether queue `index` is a load for the lane (holding `held`) that it may run."""
-        return not self.queues[index].models <= held and self.may_run(lane, index)
+        """Whether queue `index` is a load for the lane (holding `held`) that it may run and
+        looks at now (`kept_out`)."""
+        return (
+            not self.queues[index].models <= held
+            and self.may_run(lane, index)
+            and not self.kept_out(lane, index)
+        )
 
     def verdict(self, lane: Lane, rank: Rank, held: frozenset[str], best: Ranked | None) -> Verdict:
         """Whether a scan of a lane with no warm work stops at the queue `rank` places, skips

@@ -54,3 +54,12 @@ class Tuning:
     burst's first job, whose model both held, went to the one that alone held both SDXL
     models, and one of them was loaded again beside it (7.2 s against round_robin's 4.7 s;
     4.8 s with the tie). Off (0): like workers are told apart by noise."""
+    plan_s: float = 5.0
+    """A backlog the farm needs at least this many seconds for (in the fluid limit, loads
+    left out) is split by comparative advantage (`plan`): each worker chooses first among the
+    families its card is relatively best at. Needed on mixed farms with a backlog: batch100
+    mixed2 makespan 120.4 -> 105.4 s (the bound 99.3), batch500 mixed4 259 -> 238 s (bound
+    230), batch2000 mixed4 1008 -> 943 s (bound 926). Below a few seconds of backlog the
+    split's loads are not repaid: always on (0), bursts of 4 on mixed4 pay 8 more loads per
+    100 jobs and poisson95 mixed4 9 % more mean latency; at 10 s batch100 mixed16 keeps 7 of
+    its 9 % gain and session mixed2 loses 7 %."""

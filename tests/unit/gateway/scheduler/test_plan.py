@@ -1,0 +1,156 @@
+"""The backlog's split by comparative advantage (`affinity.plan`): what it restricts, that the
+fluid optimum survives the restriction, and what the policy then does with it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from gateway.scheduler.affinity.lanes import lanes_of
+from gateway.scheduler.affinity.plan import Plan, _solve, plan_of
+from gateway.scheduler.affinity.policy import AffinityPolicy
+from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tuning import Tuning
+from gateway.scheduler.queue import groups_of
+from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
+from tests.unit.gateway.scheduler.factories import job, snap
+from tests.unit.gateway.scheduler.test_invariants import left_waiting_on_an_idle_worker
+
+H200 = {"sd15": 10.0, "sdxl": 10.0}
+RTX = {"sd15": 7.0, "sdxl": 5.0}
+"""Relative to the first: 1.4x the seconds for SD1.5, 2x for SDXL (as the simulator's cards)."""
+
+
+def card(
+    name: str, speed: dict[str, float], resident: tuple[str, ...] = (), **kw: object
+) -> WorkerView:
+    fields: dict[str, object] = {"idle_since_s": 0.0, "free_slots": 1, **kw}
+    return WorkerView(
+        name=name,
+        resident=resident,
+        speed=dict(speed),
+        load_s={"sd15": 1.0, "sdxl": 2.0},
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def backlog(
+    per_model: int, work: float = 20.0, eligible: frozenset[str] | None = None
+) -> list[JobView]:
+    """`per_model` jobs of each of an SD1.5 and an SDXL checkpoint, waiting since 0."""
+    return [
+        job(f"{model}-{i}", model, family=family, work=work, eligible=eligible)
+        for model, family in (("a15", "sd15"), ("bxl", "sdxl"))
+        for i in range(per_model)
+    ]
+
+
+def plan_for(snapshot: Snapshot, plan_s: float = 5.0) -> Plan | None:
+    queues = [Queue.of(group) for group in groups_of(snapshot)]
+    farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
+    return plan_of(farm, queues, plan_s, 0.1)
+
+
+def test_unlike_cards_each_serve_first_what_they_are_relatively_best_at() -> None:
+    plan = plan_for(snap(0.0, backlog(20), [card("h200", H200), card("rtx", RTX)]))
+    assert plan is not None
+    # The RTX serves SD1.5 only; its 57 s of it leave the H200 the SDXL (40 s) and the rest
+    # of the SD1.5, so the H200 is the card the optimum splits: it keeps both.
+    assert plan.families == {"rtx": frozenset({"sd15"})}
+    assert plan.makespan_s < 50.0  # against 57 s for the RTX's SD1.5 alone: a real split
+
+
+def test_like_cards_are_never_restricted() -> None:
+    workers = [card(f"w{i}", {"sd15": 10.0 * (1 + 0.02 * i), "sdxl": 10.0}) for i in range(4)]
+    assert plan_for(snap(0.0, backlog(50), workers)) is None
+
+
+def test_a_short_backlog_is_left_to_the_greedy_rules() -> None:
+    """Two jobs of each family: about 8 s of work for the two cards, under a 10 s threshold."""
+    workers = [card("h200", H200), card("rtx", RTX)]
+    assert plan_for(snap(0.0, backlog(2), workers), plan_s=10.0) is None
+    assert plan_for(snap(0.0, backlog(2), workers), plan_s=1.0) is not None
+
+
+def test_pinned_jobs_and_reserved_workers_are_left_out() -> None:
+    pinned = backlog(20, eligible=frozenset({"rtx"}))
+    workers = [card("h200", H200), card("rtx", RTX)]
+    assert plan_for(snap(0.0, pinned, workers)) is None
+    reserved = [card("h200", H200), card("rtx", RTX, group="tune.a")]
+    assert plan_for(snap(0.0, backlog(20), reserved)) is None
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_fluid_optimum_survives_the_restriction(seed: int) -> None:
+    """Complementary slackness: every optimal split uses only the pairs of the highest
+    efficiency, so the program with every other pair removed has the same optimum; and the
+    optimum is no worse than serving the families one after another with every card."""
+    rng = random.Random(seed)
+    families = rng.randint(2, 4)
+    sizes = [rng.randint(1, 4) for _ in range(rng.randint(2, 6))]
+    times = [[rng.uniform(1.0, 100.0) for _ in range(families)] for _ in sizes]
+    theta, prices = _solve(times, sizes)
+    one_after_another = sum(
+        1.0 / sum(n / t[f] for t, n in zip(times, sizes, strict=True)) for f in range(families)
+    )
+    assert 1.0 / theta <= one_after_another * (1 + 1e-9)
+    kept = []
+    for t in times:
+        efficiency = [prices[f] / t[f] for f in range(families)]
+        best = max(efficiency)
+        kept.append([t[f] if efficiency[f] >= best * (1 - 1e-9) else 1e6 for f in range(families)])
+    restricted, _ = _solve(kept, sizes)
+    assert restricted == pytest.approx(theta, rel=1e-4)  # a removed pair costs 1e6 s
+
+
+def test_the_slow_card_leaves_the_family_it_holds_to_the_card_best_at_it() -> None:
+    """A batch of both families: the RTX holds the SDXL checkpoint, the H200 the SD1.5 one.
+    Greedy, the RTX would serve what it holds, at twice the H200's time per SDXL job; with
+    the split it loads SD1.5, and the H200 (the card the optimum splits) is left its
+    choice."""
+    workers = [card("h200", H200, ("a15",)), card("rtx", RTX, ("bxl",))]
+    greedy = AffinityPolicy(Tuning(plan_s=math.inf)).assign(snap(0.0, backlog(20), workers))
+    assert {a.worker: a.job_id.split("-")[0] for a in greedy}["rtx"] == "bxl"
+    out = AffinityPolicy().assign(snap(0.0, backlog(20), workers))
+    assert {a.worker: a.job_id.split("-")[0] for a in out} == {"h200": "a15", "rtx": "a15"}
+
+
+def unlike_farm(rng: random.Random) -> Snapshot:
+    """Two to five idle or busy cards of unlike speeds per family, a backlog of both."""
+    models = [("m1", "sd15"), ("m2", "sd15"), ("m3", "sdxl"), ("m4", "sdxl")]
+    workers = []
+    for i in range(rng.randint(2, 5)):
+        held = rng.randint(0, 2)
+        speed = {family: rng.choice([3.0, 5.0, 10.0, 20.0]) for family in ("sd15", "sdxl")}
+        workers.append(
+            card(
+                f"w{i}",
+                speed,
+                (rng.choice(models)[0],),
+                free_slots=2 - held,
+                outstanding=held,
+                outstanding_s=rng.uniform(0.5, 20.0) * held,
+                idle_since_s=None if held else 0.0,
+            )
+        )
+    jobs = []
+    for i in range(rng.randint(4, 40)):
+        model, family = rng.choice(models)
+        jobs.append(
+            job(f"j{i}", model, at_s=rng.uniform(0.0, 20.0), family=family, work=rng.uniform(5, 60))
+        )
+    return snap(20.0, jobs, workers)
+
+
+def test_random_unlike_farms_keep_work_conservation_under_the_plan() -> None:
+    """Guarantee 1 (`test_invariants`) where the plan restricts workers: it orders their
+    choices, it never leaves one idle beside a job it would have run."""
+    planned = 0
+    for seed in range(200):
+        snapshot = unlike_farm(random.Random(seed))
+        planned += plan_for(snapshot) is not None
+        out = AffinityPolicy().assign(snapshot)
+        assert left_waiting_on_an_idle_worker(snapshot, out) == [], seed
+    assert planned >= 50  # the plan is really in play
