@@ -37,10 +37,9 @@ one class, so the program has classes x families variables, whatever the farm's 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gateway.scheduler.affinity.lanes import Lane
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.cost import group_admits
 
@@ -81,14 +80,14 @@ def plan_of(farm: Farm, queues: Sequence[Queue], plan_s: float, tie_share: float
         if queue.has_jobs and not _pinned(queue):
             count, work_units = backlog.get(queue.first.family, (0, 0.0))
             backlog[queue.first.family] = (count + queue.count, work_units + queue.work_units)
-    lanes = [lane for lane in farm.lanes.values() if group_admits(lane.worker.group, None)]
-    if len(backlog) < 2 or len(lanes) < 2:
+    if len(backlog) < 2:
         return None
     families = sorted(backlog)
-    seconds = {lane.name: _seconds(farm, lane, families, backlog) for lane in lanes}
-    if _one_after_another_s(seconds.values(), len(families)) < plan_s:
+    classes = _classes(farm, families, backlog)
+    if sum(len(names) for _, names in classes) < 2:
+        return None
+    if _one_after_another_s(classes) < plan_s:
         return None  # a schedule at least as slow as the optimum already beats the threshold
-    classes = _classes(seconds)
     theta, prices = _solve([t for t, _ in classes], [len(names) for _, names in classes])
     if theta <= 0.0 or 1.0 / theta < plan_s:
         return None
@@ -119,44 +118,56 @@ def _pinned(queue: Queue) -> bool:
     return job.eligible is not None or job.group is not None
 
 
-def _seconds(
-    farm: Farm, lane: Lane, families: Sequence[str], totals: Mapping[str, tuple[int, float]]
-) -> list[float]:
-    """The lane's warm seconds for each family's whole backlog (its jobs, its work units)."""
-    out = []
-    for family in families:
-        speed, fixed_s = farm.rate(lane, family)
-        count, work_units = totals[family]
-        out.append(count * fixed_s + work_units / speed)
-    return out
-
-
-def _one_after_another_s(seconds: Iterable[list[float]], families: int) -> float:
+def _one_after_another_s(classes: Sequence[tuple[list[float], list[str]]]) -> float:
     """The makespan when every worker serves each family in turn, together: a feasible
     split, so never shorter than the optimum."""
-    rates = [0.0] * families
-    for times in seconds:
+    rates = [0.0] * len(classes[0][0])
+    for times, names in classes:
         for f, t in enumerate(times):
-            rates[f] += 1.0 / max(t, _EPS)
+            rates[f] += len(names) / t
     return sum(1.0 / rate for rate in rates)
 
 
-def _classes(seconds: Mapping[str, list[float]]) -> list[tuple[list[float], list[str]]]:
-    """Lanes grouped by their seconds per family in steps of 2 % (coarser while there are
-    more than `_MAX_CLASSES`); each class's seconds are its members' mean."""
-    step = _CLASS_STEP
+def _classes(
+    farm: Farm, families: Sequence[str], backlog: Mapping[str, tuple[int, float]]
+) -> list[tuple[list[float], list[str]]]:
+    """The workers of the split (none of a reserved group) grouped by their warm seconds for
+    each family's whole backlog, in steps of 2 % (coarser while there are more than
+    `_MAX_CLASSES`); each class's seconds are its members' mean. One pass over the workers
+    (this runs at every decision), then one over the distinct speeds per coarsening."""
+    totals = [backlog[family] for family in families]
+    by_rates: dict[tuple[tuple[float, float], ...], list[str]] = {}
+    for lane in farm.lanes.values():
+        if not group_admits(lane.worker.group, None):
+            continue
+        key = tuple([farm.rate(lane, family) for family in families])
+        found = by_rates.get(key)
+        if found is None:
+            by_rates[key] = [lane.name]
+        else:
+            found.append(lane.name)
+    marked = []
+    for rates, names in by_rates.items():
+        times = [
+            max(count * fixed_s + work_units / speed, _EPS)
+            for (count, work_units), (speed, fixed_s) in zip(totals, rates, strict=True)
+        ]
+        marked.append((times, [math.log(t) for t in times], names))
+    scale = 1.0 / _CLASS_STEP
     while True:
-        groups: dict[tuple[int, ...], list[str]] = {}
-        for name, times in seconds.items():
-            key = tuple(round(math.log(max(t, _EPS)) / step) for t in times)
-            groups.setdefault(key, []).append(name)
+        groups: dict[tuple[int, ...], list[tuple[list[float], list[str]]]] = {}
+        for times, marks, names in marked:
+            groups.setdefault(tuple([round(m * scale) for m in marks]), []).append((times, names))
         if len(groups) <= _MAX_CLASSES:
             break
-        step *= 2.0
+        scale /= 2.0
     out = []
-    for names in groups.values():
-        count = len(names)
-        mean = [sum(seconds[n][f] for n in names) / count for f in range(len(seconds[names[0]]))]
+    for members in groups.values():
+        names = [name for _, group in members for name in group]
+        mean = [
+            sum(times[f] * len(group) for times, group in members) / len(names)
+            for f in range(len(families))
+        ]
         out.append((mean, names))
     return out
 
