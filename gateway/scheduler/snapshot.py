@@ -118,9 +118,12 @@ class Why:
     done_s: float
     runner_up: str | None = None
     runner_up_done_s: float | None = None
+    first_choices: tuple[str, ...] = ()
+    """The model families the backlog's split gave this worker first (`affinity.plan`), when it
+    restricted the worker; empty when it did not."""
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "reason": self.reason,
             "expected_done_s": round(self.done_s, 3),
             "runner_up": self.runner_up,
@@ -128,6 +131,9 @@ class Why:
             if self.runner_up_done_s is None
             else round(self.runner_up_done_s, 3),
         }
+        if self.first_choices:
+            out["first_choices"] = list(self.first_choices)
+        return out
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,13 @@ class Plan:
         return job.family in served
 
 
+def first_choices(plan: Plan | None, lane: str) -> tuple[str, ...]:
+    """The families the plan gives the lane first, sorted; empty where it restricts none."""
+    if plan is None:
+        return ()
+    return tuple(sorted(plan.families.get(lane, ())))
+
+
 def plan_of(farm: Farm, queues: Sequence[Queue], plan_s: float, tie_share: float) -> Plan | None:
     """The split of the waiting backlog, or None where it would restrict no worker."""
     backlog: dict[str, tuple[int, float]] = {}

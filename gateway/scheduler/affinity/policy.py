@@ -46,7 +46,7 @@ from gateway.scheduler.affinity.choice import (
     peers,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
-from gateway.scheduler.affinity.plan import Plan, plan_of
+from gateway.scheduler.affinity.plan import Plan, first_choices, plan_of
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
@@ -87,8 +87,9 @@ def loader(
     return land([(lane, landing(lane, job, farm, need)) for lane in candidates], job, farm, tuning)
 
 
-def explain(job: JobView, target: Lane, farm: Farm) -> Why:
-    """The expected seconds until `job` finishes on `target` and on the best other lane."""
+def explain(job: JobView, target: Lane, farm: Farm, plan: Plan | None = None) -> Why:
+    """The expected seconds until `job` finishes on `target` and on the best other lane, and
+    what the backlog's split gave `target` first."""
 
     def done_s(lane: Lane) -> float:
         return max(lane.ready_s - farm.now_s, 0.0) + cost_on(lane, job)
@@ -104,6 +105,7 @@ def explain(job: JobView, target: Lane, farm: Farm) -> Why:
         done_s=done_s(target),
         runner_up=best[1] if best else None,
         runner_up_done_s=best[0] if best else None,
+        first_choices=first_choices(plan, target.name),
     )
 
 
@@ -150,7 +152,7 @@ def _every_option(
             continue
         target = loader(option, lane, farm, need, done, tuning)
         job = option.queue.take()
-        why = explain(job, target, farm)
+        why = explain(job, target, farm, plan)
         farm.replace(advance(target, job))
         yield Assignment(job.job_id, target.name, why)
         # An idle worker that left its queues to busier holders looks again: they are busier.

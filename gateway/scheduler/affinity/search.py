@@ -61,7 +61,7 @@ from gateway.scheduler.affinity.choice import (
     weigh,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
-from gateway.scheduler.affinity.plan import Plan
+from gateway.scheduler.affinity.plan import Plan, first_choices
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm, load_s
@@ -510,6 +510,7 @@ class Search:
             done_s=mine,
             runner_up=runner_up[1] if runner_up else None,
             runner_up_done_s=runner_up[0] if runner_up else None,
+            first_choices=first_choices(self.plan, target.name),
         )
 
     def by_ready(self) -> list[tuple[float, str]]:

@@ -115,6 +115,12 @@ def test_the_slow_card_leaves_the_family_it_holds_to_the_card_best_at_it() -> No
     assert {a.worker: a.job_id.split("-")[0] for a in greedy}["rtx"] == "bxl"
     out = AffinityPolicy().assign(snap(0.0, backlog(20), workers))
     assert {a.worker: a.job_id.split("-")[0] for a in out} == {"h200": "a15", "rtx": "a15"}
+    # Each placement says what the split gave the worker it went to (nothing: unrestricted).
+    why = {a.worker: a.why for a in out if a.why is not None}
+    assert why["rtx"].first_choices == ("sd15",)
+    assert why["rtx"].as_dict()["first_choices"] == ["sd15"]
+    assert why["h200"].first_choices == ()
+    assert "first_choices" not in why["h200"].as_dict()
 
 
 def unlike_farm(rng: random.Random) -> Snapshot:
