@@ -197,6 +197,12 @@ class Client:
             value = block.get(f"{name}_at_ms") or record.get(f"{name}_at_ms")
             if value is not None:
                 job.stamps_ms[name] = int(value)
+        # The worker's own clock: when its ComfyUI began and ended the prompt, as it reported.
+        for kind, data in (entry.get("status") or {}).get("messages") or []:
+            stamp = data.get("timestamp") if isinstance(data, dict) else None
+            stamp_name = _WORKER_STAMPS.get(kind)
+            if stamp_name is not None and isinstance(stamp, int | float):
+                job.stamps_ms[stamp_name] = int(stamp)
 
     async def close(self) -> None:
         if self._socket is not None:
@@ -205,6 +211,9 @@ class Client:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._reader, 15)
         await self.http.aclose()
+
+
+_WORKER_STAMPS = {"execution_start": "worker_start", "execution_success": "worker_end"}
 
 
 def shapes(case: Case, seed: int) -> list[SimJob]:
