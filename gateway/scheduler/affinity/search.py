@@ -20,6 +20,8 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   the queue's next job sooner (`choice.weigh`) is kept while neither lane takes a job and
   the queue keeps that job, and an idle lane that left every queue looks again only at the
   queues re-dated or left to a changed lane since.
+- A lane the backlog's split restricts (`plan.Plan`) scans only its first choices, then, if
+  it found nothing there, every queue (`kept_out`): the two scans of `choice.best_option`.
 - The lanes wait in a heap by when they free, instead of a scan of every lane per step; the
   runner-up of `explain` is looked for among the lanes by when they free, until one frees
   after the best so far finishes.
@@ -104,7 +106,7 @@ class Search:
         self.queues = queues
         self.tuning = tuning
         self.plan = plan
-        self.first_choices: str | None = None  # the lane looking only at the plan's first
+        self.first_choices: str | None = None  # a lane looking only at its first choices
         self.lane_version = dict.fromkeys(farm.lanes, 0)
         """Bumped when a lane changes or a model it holds changes holders."""
         self.queue_version = [0] * len(queues)
