@@ -157,6 +157,6 @@ def test_random_unlike_farms_keep_work_conservation_under_the_plan() -> None:
     for seed in range(200):
         snapshot = unlike_farm(random.Random(seed))
         planned += plan_for(snapshot) is not None
-        out = AffinityPolicy().assign(snapshot)
+        out = AffinityPolicy(Tuning(plan_s=5.0)).assign(snapshot)
         assert left_waiting_on_an_idle_worker(snapshot, out) == [], seed
     assert planned >= 50  # the plan is really in play
