@@ -188,7 +188,7 @@ def _solve(times: Sequence[Sequence[float]], sizes: Sequence[int]) -> tuple[floa
     n = classes * families + 1
     basis = list(range(n, n + len(rows)))
     while (
-        col := next((j for j in range(len(basis) + n) if objective[j] < -1e-9), None)
+        col := next((j for j in range(n + len(rows)) if objective[j] < -1e-9), None)
     ) is not None:
         candidates = [
             (row[-1] / row[col], basis[r], r) for r, row in enumerate(rows) if row[col] > 1e-9
