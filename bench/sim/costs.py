@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.sim.farm import WorkerSpec
-from workers.comfy.flags import CacheMode, LaunchFlags
+from gateway.learning.learn import cache_slots
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.card.costmodel import CostModel, JobShape, LoadTier, job_phases
 from workers.emulator.card.profiles import load_profile
 
@@ -31,8 +32,10 @@ class Card:
 
     @property
     def cache_slots(self) -> int:
-        flags = self.model.flags
-        return flags.cache_lru_size if flags.cache_mode is CacheMode.LRU else 1
+        """How many checkpoints the gateway believes the instance keeps
+        (`gateway.learning.learn.cache_slots`, from its flags and its card's VRAM): under
+        `--cache-lru 8` one, as ComfyUI keeps them, not eight."""
+        return cache_slots(self.spec.flags, self.model.profile.vram_total_mib, launched=False)
 
     def warm_s(self, shape: JobShape) -> float:
         key = JobShape("", shape.family, shape.steps, shape.width, shape.height, shape.batch)

@@ -89,3 +89,17 @@ def test_a_burst_measures_the_worker_that_never_ran_a_job(policy: str) -> None:
     assert ran == {first, second}
     state = sim.workers[second]
     assert state.knowledge is not None and set(state.knowledge.book) == set(families.values())
+
+
+@pytest.mark.parametrize(
+    ("farm", "slots"), [("1*h200", 1), ("1*h200@lru8", 1), ("1*h200@lru22", 4)]
+)
+def test_the_policy_is_told_the_cache_size_the_gateway_would_tell_it(farm: str, slots: int) -> None:
+    """`--cache-lru N` counts node results, not checkpoints: 8 keeps one checkpoint, 22 four
+    (`workers.comfy.launch_args.checkpoints_kept`). The simulator once passed N itself, so under
+    `--cache-lru 8` the policy believed a load evicted nothing."""
+    (card,) = cards_of(farm, 4, 1.0)
+    assert card.cache_slots == slots
+    sim = Simulator(build_policy("affinity"), (card,), {}, {}, SimConfig(), 1)
+    (view,) = sim.snapshot(0.0).workers
+    assert view.cache_slots == slots
