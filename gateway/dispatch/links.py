@@ -90,9 +90,10 @@ class WorkerLink:
     last_progress_s: float = 0.0
     last_checkpoint: str | None = None
     resident: tuple[str, ...] = ()
-    idle_since_s: float | None = None
-    """When it last gave back its last job, on this node's monotonic clock (`release`'s);
-    the dispatcher puts it on the store's wall clock for a `Snapshot`."""
+    idle_since_s: float | None = field(default_factory=time.monotonic)
+    """When it last gave back its last job (or was made, holding none), on this node's
+    monotonic clock (`release`'s); None while it holds jobs. The dispatcher puts it on the
+    store's wall clock for a `Snapshot`."""
     object_info: dict[str, Any] | None = field(default=None, repr=False)
     draining: bool = False
     """Takes no new jobs (an operator's drain, or the gateway stopping); finishes its own."""

@@ -13,8 +13,12 @@ For a worker (a lane) and a queue of interchangeable jobs:
   that need it: batch100 and burst16 on mixed16, where a slow card that loaded an SDXL job
   after waiting its load time alone finished it 9 s after the fast holders were done.)
 - Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
-  first in queue order. Loads are ranked by priority, then by how much sooner the queue is
-  done with this worker's help (`Option.gain_s`: a queue no worker holds first, its whole
+  first in queue order; among jobs that all arrived while it sat idle (a burst) the one
+  where it is most needed (`Option.gain_s`), as a load does (cells that need it: bursts on
+  farms whose workers hold several models, `--cache-lru`, where a worker holding a model
+  nobody else holds took the burst's first job of a shared one, and the other model's job
+  was then loaded elsewhere). Loads are ranked by priority, then by how much sooner the
+  queue is done with this worker's help (`Option.gain_s`: a queue no worker holds first, its whole
   wait; then water-filling, the queue whose holders would finish it last gains most; cells
   that need it: burst16 on flags4, mixed16 and mixed4 with LRU, where a free card that
   loaded the cheapest model left the bottleneck's big jobs to one holder), then by response
@@ -58,6 +62,9 @@ class Option:
     gain_s: float = math.inf
     """How much sooner the queue is done with this worker serving it than by the other
     workers that hold its models (`fluid.finish_s`); inf when no other worker holds them."""
+    fresh: bool = False
+    """The queue's next job arrived after the worker went idle (a burst just in: the worker
+    passed nothing over that was waiting for it; false for a busy worker)."""
 
     @property
     def cost_s(self) -> float:
@@ -182,8 +189,14 @@ def weigh(
         advantage=farm.advantage(lane, job.family),
         priority=job.priority,
         gain_s=gain_s,
+        fresh=arrived_since_idle(lane, job),
     )
     return option, None
+
+
+def arrived_since_idle(lane: Lane, job: JobView) -> bool:
+    idle_since_s = lane.worker.idle_since_s
+    return idle_since_s is not None and job.enqueued_at_s >= idle_since_s
 
 
 def sooner_elsewhere(
@@ -378,8 +391,7 @@ def better_load(option: Ranked, best: Ranked | None) -> Ranked:
 
 
 def better_warm(option: Ranked, warm: Ranked | None) -> Ranked:
-    """The better of two warm options: the highest priority, then the oldest first job, then
-    the earlier queue."""
+    """The better of two warm options by `_warm_key`, then the earlier queue."""
     if warm is None or _before(_warm_key(option[0]), option[1], _warm_key(warm[0]), warm[1]):
         return option
     return warm
@@ -429,6 +441,13 @@ def queue_bound(queue: Queue, farm: Farm) -> float:
     return (1.0 + waited_s * fastest / queue.work_units) * advantage
 
 
-def _warm_key(option: Option) -> tuple[float, float]:
-    """Warm queues in queue order: the highest priority, then the oldest first job."""
-    return (option.priority, -option.queue.first.enqueued_at_s)
+def _warm_key(option: Option) -> tuple[float, float, float, float]:
+    """Warm queues: the highest priority, then the oldest first job; but an idle worker
+    choosing among jobs that all arrived while it sat idle (`Option.fresh`: none has waited
+    on it) takes the one where it is most needed (`Option.gain_s`, as a load does: a queue
+    no other worker holds first), then the oldest. A job that was waiting before the worker
+    went idle comes before every fresh one."""
+    first = -option.queue.first.enqueued_at_s
+    if option.fresh:
+        return (option.priority, 0.0, option.gain_s, first)
+    return (option.priority, 1.0, first, 0.0)

@@ -22,7 +22,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
    warm one, then the least eviction cost, then the least traffic of what it evicts, then the
    fewest models held.
 5. A load goes where it shortens a queue most (`choice.Option.gain_s`): a queue no worker
-   holds first, then the one whose holders would finish it last.
+   holds first, then the one whose holders would finish it last. So does the warm work of an
+   idle worker choosing among jobs that all arrived while it sat idle (a burst); a job that
+   waited before it went idle is served first, oldest first.
 6. While a backlog lasts (`Tuning.plan_s`), each worker chooses first among the families its
    card is relatively best at (`plan`): the split that finishes the backlog soonest in the
    fluid limit stays open to every worker's choices, and like cards are never restricted.

@@ -424,3 +424,33 @@ def test_a_burst_over_models_held_apart_runs_warm_where_each_is_held() -> None:
     burst = [job(name.lower(), name, 9.0 + i * 0.01) for i, name in enumerate("AXBY")]
     placed_on = {a.job_id: a.worker for a in placed(snap(10.0, burst, workers))}
     assert placed_on == {"a": "w1", "x": "w0", "b": "w1", "y": "w0"}
+
+
+def test_a_burst_job_only_one_idle_worker_holds_goes_to_it_first() -> None:
+    """Guarantee 5 for warm work: "both" holds m1 and m2, "m1-too" holds m1, "empty" holds
+    nothing, one slot each; a burst of two m1 jobs and a longer m2 job arrives while all
+    three sit idle. "both" takes the m2 job, which only it holds, although m1's is first in
+    queue order: the second m1 job then waits 1 s for a holder (or no load is worth it)
+    instead of the m2 job waiting 1 s for "both" or paying a load."""
+    workers = [
+        worker("both", ("m1", "m2"), cache_slots=2, idle_since_s=5.0),
+        worker("m1-too", ("m1",), idle_since_s=5.0),
+        worker("empty", (), idle_since_s=5.0),
+    ]
+    burst = [job("a", "m1", 9.0), job("b", "m1", 9.0), job("c", "m2", 9.0, work=30.0)]
+    placed_on = {a.job_id: a.worker for a in placed(snap(10.0, burst, workers))}
+    assert placed_on.get("c") == "both"
+    assert placed_on.get("a") == "m1-too"
+
+
+def test_a_job_that_waited_before_the_worker_went_idle_keeps_its_turn() -> None:
+    """The burst rule never jumps the queue: the m1 job waited before "both" went idle (its
+    other holder was busy), so "both" serves it first, oldest first, though a fresh m2 job
+    that only it holds came in after."""
+    workers = [
+        worker("both", ("m1", "m2"), cache_slots=2, idle_since_s=9.5),
+        busy("m1-too", ("m1",), 5.0),
+    ]
+    jobs = [job("old", "m1", 9.0), job("new", "m2", 9.8, work=30.0)]
+    placed_on = {a.job_id: a.worker for a in placed(snap(10.0, jobs, workers))}
+    assert placed_on == {"old": "both"}
