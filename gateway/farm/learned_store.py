@@ -37,10 +37,11 @@ from workers.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-VERSION = 3
+VERSION = 4
 """The saved format; another version is ignored (learning starts over). Version 3: speeds
 learned only from sampler nodes that executed (a version-2 book may hold a cached run's
-near-instant speed)."""
+near-instant speed). Version 4: each estimate keeps its seed's weight apart
+(`SpeedEstimate.prior_weight`), so one job size never redraws the fixed/per-unit split."""
 SAVE_EVERY_S = 5.0
 FIELDS = frozenset({"version", "fingerprint", "saved_at_ms", "node", "book", "load_s"})
 ESTIMATE_FIELDS = frozenset(f.name for f in dataclasses.fields(SpeedEstimate))

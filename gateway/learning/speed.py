@@ -66,6 +66,10 @@ class SpeedEstimate:
     (each at most `rescale_limit` times off): the level a shift rescales to."""
     run_count: float = 0.0
     """How many observations `run_log` sums."""
+    prior_weight: float = 0.0
+    """How much of `weight` is the seed's (decayed as the observations are)."""
+    prior_x: float = 0.0
+    """The seed's work units (the warm-up's, or the job a shift rescaled at)."""
 
     @property
     def speed(self) -> float:
@@ -82,8 +86,11 @@ def seed(
     """An estimate from one warm-up job: `fixed_share` of its time fixed, the rest per unit."""
     fixed = seconds * fixed_share
     per_unit = (seconds - fixed) / max(work_units, 1e-9)
-    prior = SpeedEstimate(fixed, per_unit)
-    return _add(prior, work_units, seconds, learning.prior_weight)
+    return _seeded(SpeedEstimate(fixed, per_unit), work_units, seconds, learning.prior_weight)
+
+
+def _seeded(prior: SpeedEstimate, work_units: float, seconds: float, w: float) -> SpeedEstimate:
+    return replace(_add(prior, work_units, seconds, w), prior_weight=w, prior_x=work_units)
 
 
 def _add(est: SpeedEstimate, x: float, y: float, w: float) -> SpeedEstimate:
@@ -105,18 +112,23 @@ def _decayed(est: SpeedEstimate, factor: float) -> SpeedEstimate:
         sum_y=est.sum_y * factor,
         sum_xx=est.sum_xx * factor,
         sum_xy=est.sum_xy * factor,
+        prior_weight=est.prior_weight * factor,
     )
 
 
 def _fit(est: SpeedEstimate) -> SpeedEstimate:
     """Least squares on the sums; the prior's split between fixed and per-unit time when the
-    job sizes barely vary (keeping its slope instead put every change into the fixed part:
-    1.1 s fixed and 44 units/s for jobs of 1.2 s on a real H200, a speed no other size fits)."""
+    sizes of the jobs observed barely vary (keeping its slope instead put every change into
+    the fixed part: 1.1 s fixed and 44 units/s for jobs of 1.2 s on a real H200, a speed no
+    other size fits). The seed's own size does not count as a second size: a warm-up probe of
+    10 steps timed right after CUDA's start-up, then 20-step jobs as fast, drew a line through
+    the two that was nearly flat (51 units/s and 0.79 s fixed on a real H200, where a job of
+    four times the work takes four times as long)."""
     if est.weight <= 0:
         return est
     mean_x, mean_y = est.sum_x / est.weight, est.sum_y / est.weight
-    var_x = est.sum_xx / est.weight - mean_x * mean_x
-    if var_x > 1e-6 * max(mean_x * mean_x, 1e-9):
+    if _sizes_vary(est):
+        var_x = est.sum_xx / est.weight - mean_x * mean_x
         slope = (est.sum_xy / est.weight - mean_x * mean_y) / var_x
         if slope > 0 and mean_y - slope * mean_x >= 0:
             return replace(est, per_unit_s=slope, fixed_s=mean_y - slope * mean_x)
@@ -125,6 +137,17 @@ def _fit(est: SpeedEstimate) -> SpeedEstimate:
     share = est.fixed_s / max(est.predict_s(mean_x), 1e-9)
     fixed = share * mean_y
     return replace(est, fixed_s=fixed, per_unit_s=(mean_y - fixed) / max(mean_x, 1e-9))
+
+
+def _sizes_vary(est: SpeedEstimate) -> bool:
+    """Whether the observed jobs (the seed left out) span more than one size."""
+    weight = est.weight - est.prior_weight
+    if weight <= 1e-9 * est.weight:
+        return False
+    sum_x = est.sum_x - est.prior_weight * est.prior_x
+    sum_xx = est.sum_xx - est.prior_weight * est.prior_x * est.prior_x
+    mean_x = sum_x / weight
+    return sum_xx / weight - mean_x * mean_x > 1e-6 * max(mean_x * mean_x, 1e-9)
 
 
 def _drifted(est: SpeedEstimate, log_ratio: float, learning: Learning) -> SpeedEstimate:
@@ -169,7 +192,7 @@ def _new_regime(est: SpeedEstimate, work_units: float, learning: Learning) -> Sp
     """Forget the history, keep the shape, rescale to the run's mean level."""
     level = math.exp(est.run_log / est.run_count) if est.run_count else 1.0
     fresh = SpeedEstimate(est.fixed_s * level, est.per_unit_s * level, shifts=est.shifts + 1)
-    return _add(fresh, work_units, fresh.predict_s(work_units), learning.prior_weight)
+    return _seeded(fresh, work_units, fresh.predict_s(work_units), learning.prior_weight)
 
 
 def _small(est: SpeedEstimate, work_units: float, learning: Learning) -> bool:

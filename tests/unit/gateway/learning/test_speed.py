@@ -119,3 +119,17 @@ def test_tiny_jobs_do_not_change_the_price_of_big_ones() -> None:
     for _ in range(4):
         est = observe(est, 0.004, 0.06)
     assert est.predict_s(JOB_UNITS) == pytest.approx(shared_s, rel=0.15)
+
+
+def test_a_slow_probe_and_one_job_size_keep_the_split_between_fixed_and_per_unit_time() -> None:
+    """On a real H200 (run 11): a 10-step probe timed right after CUDA's start-up took 0.845 s,
+    then 20-step jobs took 0.85 s. The line through the two sizes was nearly flat (51 units/s,
+    0.79 s fixed), so a job of four times the work was priced at 1.3x. Only the jobs' own
+    sizes may redraw the split: the level follows them, the shape stays the seed's."""
+    prior = est = seed(PROBE_UNITS, 0.845)
+    for _ in range(3):
+        est = observe(est, JOB_UNITS, 0.85)
+    assert est.predict_s(JOB_UNITS) == pytest.approx(0.85, rel=0.3)
+    assert est.predict_s(4 * JOB_UNITS) > 2.5 * est.predict_s(JOB_UNITS)
+    share = prior.fixed_s / prior.predict_s(JOB_UNITS)
+    assert est.fixed_s / est.predict_s(JOB_UNITS) == pytest.approx(share, rel=0.05)
