@@ -1,0 +1,188 @@
+"""Two ComfyUI instances on one GPU, no gateway: does what the other instance holds, or what
+this one ran last, change how fast a warm SDXL job runs on the worker itself?
+
+`python -m bench.real_gpu_layout --comfyui DIR [--make-ckpt SCRIPT] [--rounds 2] [--json OUT]`
+
+The question comes from the one-card runs (`bench/results/real_gpu.md`): with the same
+placements, warm SDXL jobs ran slower under one policy than under another. Each round starts
+two fresh instances on GPU 0 (`--cache-lru 22`, as the gateway launches them on an H200) and
+times warm `X` (SDXL) jobs on the second by the worker's own clock (history's
+`execution_start` to `execution_success`), each with a fresh seed:
+
+- round_robin's layout (instance 0 holds A and B, instance 1 X and Y), then ours' (Y on
+  instance 0 too), each as the sequential case runs them (A on 0, then X on 1);
+- X after X on one instance, X after A on the same instance (a family switch), X while the
+  instance is asked for `/system_stats` every 0.1 s, and X after X again (drift).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from bench.real_gpu import A, B, X, Y, make_checkpoints, txt2img
+
+PORTS = (8601, 8602)
+JOBS = 6
+Step = tuple[int, str, bool]
+"""(port, checkpoint, whether its time is recorded)."""
+
+
+def get(port: int, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def run(port: int, checkpoint: str, seed: int) -> float:
+    """Seconds the worker took for one prompt, by its own clock."""
+    body = json.dumps({"prompt": txt2img(checkpoint, seed), "client_id": "layout"}).encode()
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/prompt", body, headers)
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        prompt_id = json.loads(reply.read())["prompt_id"]
+    while True:
+        time.sleep(0.2)
+        entry = get(port, f"/history/{prompt_id}").get(prompt_id)
+        if entry and entry.get("status", {}).get("completed") is not None:
+            stamps = {name: data["timestamp"] for name, data in entry["status"]["messages"]}
+            return float(stamps["execution_success"] - stamps["execution_start"]) / 1000
+
+
+@contextmanager
+def instances(comfyui: Path) -> Iterator[None]:
+    """Two fresh ComfyUI instances on GPU 0, stopped on the way out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "frontend").mkdir()
+        path = f"{os.environ.get('PYTHONPATH', '')}:{comfyui}"
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": path}
+        processes = []
+        for port in PORTS:
+            out = root / f"out{port}"
+            out.mkdir()
+            argv = [
+                sys.executable, "main.py", "--listen", "127.0.0.1", "--port", str(port),
+                "--front-end-root", str(root / "frontend"), "--disable-auto-launch",
+                "--output-directory", str(out), "--cache-lru", "22",
+            ]  # fmt: skip
+            log = (root / f"log{port}.txt").open("w")
+            processes.append(
+                subprocess.Popen(argv, cwd=comfyui, env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
+        try:
+            for port in PORTS:
+                wait_ready(port)
+            yield
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.wait(timeout=30)
+
+
+def wait_ready(port: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            get(port, "/system_stats")
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"ComfyUI on port {port} did not answer in {timeout_s:.0f} s")
+
+
+class Rounds:
+    def __init__(self) -> None:
+        self.seed = 1000
+        self.rows: dict[str, list[float]] = {}
+
+    def run(self, port: int, checkpoint: str) -> float:
+        self.seed += 1
+        return run(port, checkpoint, self.seed)
+
+    def measure(self, label: str, steps: Sequence[Step]) -> None:
+        kept = []
+        for port, checkpoint, keep in steps:
+            seconds = self.run(port, checkpoint)
+            if keep:
+                kept.append(seconds)
+        self.rows.setdefault(label, []).extend(kept)
+        print(f"{label:46} " + " ".join(f"{s:.2f}" for s in kept), flush=True)
+
+    def one(self) -> None:
+        w0, w1 = PORTS
+        sequential = [step for _ in range(JOBS) for step in ((w0, A, False), (w1, X, True))]
+        for port, checkpoint in ((w0, A), (w0, B), (w1, X), (w1, Y)):
+            self.run(port, checkpoint)
+        self.measure("round_robin's layout: X on 1 after A on 0", sequential)
+        self.run(w0, Y)
+        self.measure("ours' layout (Y on 0 too): X on 1 after A on 0", sequential)
+        self.measure("X after X on 1", [(w1, X, True)] * JOBS)
+        switches = [step for _ in range(JOBS) for step in ((w1, A, False), (w1, X, True))]
+        self.measure("X after A on 1 (a family switch)", switches)
+        with polled(w1):
+            self.measure("X on 1, polled every 0.1 s", [(w1, X, True)] * JOBS)
+        self.measure("X after X on 1, again", [(w1, X, True)] * JOBS)
+
+
+@contextmanager
+def polled(port: int) -> Iterator[None]:
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.1):
+            with suppress(OSError):
+                get(port, "/system_stats")
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def table(rows: dict[str, list[float]]) -> str:
+    lines = ["| case | jobs | mean s | median s | min-max s |", "| --- | --- | --- | --- | --- |"]
+    for label, values in rows.items():
+        lines.append(
+            f"| {label} | {len(values)} | {statistics.mean(values):.2f} | "
+            f"{statistics.median(values):.2f} | {min(values):.2f}-{max(values):.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--comfyui", type=Path, required=True)
+    parser.add_argument("--make-ckpt", type=Path)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    comfyui = args.comfyui.resolve()
+    print("checkpoints made:", make_checkpoints(comfyui, args.make_ckpt), flush=True)
+    rounds = Rounds()
+    for _ in range(args.rounds):
+        with instances(comfyui):
+            rounds.one()
+    if args.json:
+        args.json.write_text(json.dumps(rounds.rows, indent=1))
+    print(table(rounds.rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
