@@ -1,0 +1,31 @@
+"""The layout probe's client against the emulator (the real run needs ComfyUI on a GPU)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from bench.real_gpu import A
+from bench.real_gpu_layout import run, table
+from tests.unit.workers.emulator.running import running_emulator
+
+
+def test_a_prompt_is_timed_by_the_workers_own_clock(tmp_path: Path) -> None:
+    with running_emulator(tmp_path, time_scale=0.05) as emulator:
+        port = urlsplit(emulator.url).port
+        assert port is not None
+        began = time.monotonic()
+        first = run(port, A, seed=1)
+        wall_s = time.monotonic() - began
+        second = run(port, A, seed=2)
+    # A 20-step 512x512 SD1.5 job on an emulated H200 takes about a second, here x 0.05; the
+    # client polls history every 0.2 s, so the worker's own span is well inside the wall time.
+    assert 0.0 < first < wall_s - 0.1
+    assert 0.0 < second < 1.0
+
+
+def test_the_table_has_a_row_per_case() -> None:
+    text = table({"warm X": [1.0, 2.0, 4.0], "after A": [3.0]})
+    assert "| warm X | 3 | 2.33 | 2.00 | 1.00-4.00 |" in text
+    assert "| after A | 1 | 3.00 | 3.00 | 3.00-3.00 |" in text
