@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from bench.sim.scenario import Scenario
+from workers.comfy.launch_args import plan_launch
+from workers.emulator.card.profiles import load_profile
 
 GRIDS = ("quick", "default", "full")
 
@@ -57,21 +59,32 @@ class Farm:
     `flags` (all h200, half of them with `--cache-lru 8`: one card, different flags)."""
     workers: int
     cache: str = "classic"
-    """`classic` (ComfyUI's default cache) or `lru` (`--cache-lru 8` on every worker); a
-    `flags` farm has both."""
+    """`classic` (ComfyUI's default cache), `lru` (`--cache-lru 8` on every worker) or
+    `gateway` (each card as the gateway launches it when no cache flag is given: `--cache-lru
+    22` on an H200, four checkpoints kept, the classic cache on an RTX 4070 Ti); a `flags`
+    farm has both classic and `--cache-lru 8`."""
 
     @property
     def spec(self) -> str:
         """The farm in `bench.sim.farm` syntax."""
-        suffix = "@lru8" if self.cache == "lru" else ""
         fast, slow = self.workers - self.workers // 2, self.workers // 2
         if self.kind == "uniform":
-            return f"{self.workers}*h200{suffix}"
+            return f"{self.workers}*{self.card('h200')}"
         if self.kind == "mixed":
-            return f"{fast}*h200{suffix},{slow}*rtx4070ti{suffix}"
+            return f"{fast}*{self.card('h200')},{slow}*{self.card('rtx4070ti')}"
         if self.kind == "flags":
             return f"{fast}*h200,{slow}*h200@lru8"
         raise ValueError(f"unknown farm kind {self.kind!r}")
+
+    def card(self, profile: str) -> str:
+        """One card of the farm in `bench.sim.farm` syntax, its cache as `cache` says."""
+        if self.cache == "lru":
+            return f"{profile}@lru8"
+        if self.cache == "gateway":
+            vram_mib = load_profile(profile).vram_total_mib
+            args = plan_launch((), vram_mib).args
+            return f"{profile}@lru{args[-1]}" if "--cache-lru" in args else profile
+        return profile
 
     @property
     def mixed(self) -> bool:
@@ -139,9 +152,11 @@ REGIMES = (
     (Farm("uniform", 8, "lru"), "N"),
     (Farm("flags", 4), "N"),
     (Farm("mixed", 16), "N"),
+    (Farm("mixed", 4, "gateway"), "4N"),
 )
 """The default grid's farms and catalogues: every farm kind, 2 to 16 workers, K = 1, N and 4N,
-both cache modes."""
+every cache mode (the last: cards as the gateway launches them, H200s keeping four
+checkpoints)."""
 BIG_BATCHES = {"batch500": (1, 2, 6), "batch2000": (1,)}
 """Which of REGIMES also get the larger batches (by index)."""
 

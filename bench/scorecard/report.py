@@ -88,7 +88,9 @@ NOTES = (
     "time after the previous round finished, so on an idle farm), batchN (N jobs at once), "
     "poissonL (Poisson arrivals at L % of the capacity bound), session (users iterating on one "
     "model, 80 %). Farms: uniform = h200s, mixed = half h200 and half rtx4070ti, flags = h200s, "
-    "half with `--cache-lru 8`; lru = `--cache-lru 8` on every worker.",
+    "half with `--cache-lru 8`; lru = `--cache-lru 8` on every worker; gateway = each card as "
+    "the gateway launches it with no cache flag given (`--cache-lru 22` on an H200, keeping four "
+    "checkpoints; the classic cache on an RTX 4070 Ti).",
 )
 
 

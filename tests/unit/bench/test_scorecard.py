@@ -200,3 +200,11 @@ def test_the_swarm_like_goal_of_a_batch_is_capped_by_its_lower_bound(
     (judged,) = judge_all(rows, [BATCH], "quick")
     assert judged.swarm_target == pytest.approx(target)
     assert judged.ok is ok
+
+
+def test_the_gateway_cache_mode_launches_each_card_as_the_gateway_would() -> None:
+    """An H200 gets `--cache-lru 22` (four SDXL-size checkpoints kept), a 12 GB RTX 4070 Ti
+    keeps the classic cache (`workers.comfy.launch_args.plan_launch`)."""
+    assert Farm("mixed", 4, "gateway").spec == "2*h200@lru22,2*rtx4070ti"
+    assert Farm("uniform", 2, "gateway").spec == "2*h200@lru22"
+    assert Farm("mixed", 4, "lru").spec == "2*h200@lru8,2*rtx4070ti@lru8"
