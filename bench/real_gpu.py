@@ -166,7 +166,7 @@ def make_checkpoints(comfyui: Path, script: Path | None) -> dict[str, float]:
             if script is None:
                 raise SystemExit(f"{folder / name} is missing: pass --make-ckpt SCRIPT")
             argv = [sys.executable, str(script.resolve()), kind, str(folder / name), str(seed)]
-            making[name] = subprocess.Popen(argv, cwd=comfyui, env=_comfy_env(comfyui))
+            making[name] = subprocess.Popen(argv, cwd=comfyui, env=comfy_env(comfyui))
     took = {}
     for name, process in making.items():
         if process.wait() != 0:
@@ -178,7 +178,7 @@ def make_checkpoints(comfyui: Path, script: Path | None) -> dict[str, float]:
     return took
 
 
-def _comfy_env(comfyui: Path) -> dict[str, str]:
+def comfy_env(comfyui: Path) -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": f"{path}:{comfyui}" if path else str(comfyui)}
 

@@ -5,7 +5,7 @@ this one ran last, change how fast a warm SDXL job runs on the worker itself?
 
 The question comes from the one-card runs (`bench/results/real_gpu.md`): with the same
 placements, warm SDXL jobs ran slower under one policy than under another. Each round starts
-two fresh instances on GPU 0 (`--cache-lru 22`, as the gateway launches them on an H200) and
+two fresh instances on GPU 0 as the gateway launches them (`--cache-lru 22` on an H200) and
 times warm `X` (SDXL) jobs on the second by the worker's own clock (history's
 `execution_start` to `execution_success`), each with a fresh seed:
 
@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,9 +29,12 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from bench.real_gpu import A, B, X, Y, make_checkpoints, txt2img
+from bench.real_gpu import A, B, X, Y, comfy_env, make_checkpoints, txt2img
+from workers.supervision.launch import FarmLayout, WorkerSpec, comfyui_argv, worker_env
+from workers.supervision.ports import free_port
+from workers.supervision.process import ChildProcess
 
-PORTS = (8601, 8602)
+READY_TIMEOUT_S = 120.0
 JOBS = 6
 Step = tuple[int, str, bool]
 """(port, checkpoint, whether its time is recorded)."""
@@ -61,46 +61,32 @@ def run(port: int, checkpoint: str, seed: int) -> float:
 
 
 @contextmanager
-def instances(comfyui: Path) -> Iterator[None]:
-    """Two fresh ComfyUI instances on GPU 0, stopped on the way out."""
+def instances(comfyui: Path) -> Iterator[tuple[int, int]]:
+    """Two fresh ComfyUI instances on GPU 0, launched as the gateway launches them
+    (`workers.supervision.launch.comfyui_argv`); their ports; stopped on the way out."""
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "frontend").mkdir()
-        path = f"{os.environ.get('PYTHONPATH', '')}:{comfyui}"
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": path}
+        layout = FarmLayout(Path(tmp), Path(tmp) / "input")
+        layout.frontend_dir.mkdir(parents=True)
         processes = []
-        for port in PORTS:
-            out = root / f"out{port}"
-            out.mkdir()
-            argv = [
-                sys.executable, "main.py", "--listen", "127.0.0.1", "--port", str(port),
-                "--front-end-root", str(root / "frontend"), "--disable-auto-launch",
-                "--output-directory", str(out), "--cache-lru", "22",
-            ]  # fmt: skip
-            log = (root / f"log{port}.txt").open("w")
-            processes.append(
-                subprocess.Popen(argv, cwd=comfyui, env=env, stdout=log, stderr=subprocess.STDOUT)
-            )
         try:
-            for port in PORTS:
-                wait_ready(port)
-            yield
+            for i in range(2):
+                spec = WorkerSpec(f"w{i}", gpu=0, args=("--cache-lru", "22"), comfyui=comfyui)
+                port = free_port()
+                env = worker_env(spec, comfy_env(comfyui))
+                process = ChildProcess(
+                    comfyui_argv(spec, port, layout),
+                    env=env,
+                    cwd=comfyui,
+                    log_path=Path(tmp) / f"{spec.name}.log",
+                )
+                process.start()
+                processes.append((process, port))
+            for process, port in processes:
+                process.wait_ready(f"http://127.0.0.1:{port}/system_stats", READY_TIMEOUT_S)
+            yield processes[0][1], processes[1][1]
         finally:
-            for process in processes:
+            for process, _ in processes:
                 process.terminate()
-            for process in processes:
-                process.wait(timeout=30)
-
-
-def wait_ready(port: int, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            get(port, "/system_stats")
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"ComfyUI on port {port} did not answer in {timeout_s:.0f} s")
 
 
 class Rounds:
@@ -121,8 +107,7 @@ class Rounds:
         self.rows.setdefault(label, []).extend(kept)
         print(f"{label:46} " + " ".join(f"{s:.2f}" for s in kept), flush=True)
 
-    def one(self) -> None:
-        w0, w1 = PORTS
+    def one(self, w0: int, w1: int) -> None:
         sequential = [step for _ in range(JOBS) for step in ((w0, A, False), (w1, X, True))]
         for port, checkpoint in ((w0, A), (w0, B), (w1, X), (w1, Y)):
             self.run(port, checkpoint)
@@ -176,8 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("checkpoints made:", make_checkpoints(comfyui, args.make_ckpt), flush=True)
     rounds = Rounds()
     for _ in range(args.rounds):
-        with instances(comfyui):
-            rounds.one()
+        with instances(comfyui) as ports:
+            rounds.one(*ports)
     if args.json:
         args.json.write_text(json.dumps(rounds.rows, indent=1))
     print(table(rounds.rows))

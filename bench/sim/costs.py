@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -30,11 +31,12 @@ class Card:
     fixed_s: dict[str, float] = field(default_factory=dict)
     _warm: dict[JobShape, float] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def cache_slots(self) -> int:
         """How many checkpoints the gateway believes the instance keeps
         (`gateway.learning.learn.cache_slots`, from its flags and its card's VRAM): under
-        `--cache-lru 8` one, as ComfyUI keeps them, not eight."""
+        `--cache-lru 8` one, as ComfyUI keeps them, not eight. Asked per decision and per
+        queued job: worked out once."""
         return cache_slots(self.spec.flags, self.model.profile.vram_total_mib, launched=False)
 
     def warm_s(self, shape: JobShape) -> float:
