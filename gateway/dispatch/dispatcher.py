@@ -166,6 +166,7 @@ class Dispatcher:
 
     async def _place_waiting(self) -> int:
         """The policy's choice among the waiting jobs, claimed and sent; how many."""
+        read_at_ms = self.store.now_ms()
         groups = await self.store.queue_groups(self._head_jobs())
         if not groups:
             return 0
@@ -180,7 +181,7 @@ class Dispatcher:
         snapshot = replace(snapshot, demand_per_s=rates_at(self._arrivals.meter, now_s))
         claimed = 0
         for assignment in await self._decide(snapshot):
-            claimed += await self._claim_and_send(assignment)
+            claimed += await self._claim_and_send(assignment, chosen_at_ms=read_at_ms)
         return claimed
 
     def _head_jobs(self) -> int:
@@ -249,7 +250,7 @@ class Dispatcher:
         Workers get the gateway's queue order as their `number`, so it runs first there, as a
         `front` prompt does on one ComfyUI."""
         prefetched = [
-            (link, held.record)
+            (link, held.record, held.chosen_at_ms)
             for link in self.links.ready()
             for job_id, held in link.held.items()
             if job_id != link.running and held.started_at_ms is None and held.record is not None
@@ -257,12 +258,14 @@ class Dispatcher:
         if not prefetched:
             return 0
         head = await self.store.peek(1)
-        for link, record in prefetched:
-            if head and overtakes(head[0], record) and _may_run(head[0], link):
+        for link, record, chosen_at_ms in prefetched:
+            if head and overtakes(head[0], record, chosen_at_ms) and _may_run(head[0], link):
                 return await self._claim_and_send(Assignment(head[0].job_id, link.name), jump=True)
         return 0
 
-    async def _claim_and_send(self, assignment: Assignment, *, jump: bool = False) -> int:
+    async def _claim_and_send(
+        self, assignment: Assignment, *, jump: bool = False, chosen_at_ms: int | None = None
+    ) -> int:
         link = self.links.get(assignment.worker)
         if link is None or (link.free_slots(self.capacity) <= 0 and not jump):
             return 0
@@ -283,6 +286,7 @@ class Dispatcher:
             job.placement.model_keys,
             record=job,
             sid=link.sid,
+            chosen_at_ms=chosen_at_ms,
         )
         link.hold(job.job_id, held)
         task = asyncio.create_task(self._send(link, job, held), name=f"send-{job.job_id}")
@@ -442,10 +446,13 @@ def collections_deferred() -> Iterator[None]:
             gc.enable()
 
 
-def overtakes(waiting: JobRecord, prefetched: JobRecord) -> bool:
-    """`waiting` goes first, and was not waiting before `prefetched` was chosen (the same
-    millisecond counts: the policy, which walks the queue in order, would have taken it)."""
-    chosen_at_ms = prefetched.claimed_at_ms or 0
+def overtakes(waiting: JobRecord, prefetched: JobRecord, chosen_at_ms: int | None = None) -> bool:
+    """`waiting` goes first, and was not waiting when `prefetched` was chosen: when its round
+    read the queue (`chosen_at_ms`, else its claim; a job enqueued between the two was never
+    weighed against it). The same millisecond counts: the policy, which walks the queue in
+    order, would have taken it."""
+    if chosen_at_ms is None:
+        chosen_at_ms = prefetched.claimed_at_ms or 0
     return waiting.score < prefetched.score and waiting.enqueued_at_ms >= chosen_at_ms
 
 

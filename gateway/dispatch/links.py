@@ -53,6 +53,9 @@ class Held:
     started_at_ms: int | None = None
     sid: str | None = None
     """The relay sid it was sent under; events come only while that connection lasts."""
+    chosen_at_ms: int | None = None
+    """When the round that chose it read the queue (store clock): a job enqueued since was
+    never weighed against it (None: its claim time)."""
     sent_at_s: float = field(default_factory=time.monotonic)
     """When this node sent it (or adopted it), on this node's monotonic clock: the
     watchdog's clock starts there."""

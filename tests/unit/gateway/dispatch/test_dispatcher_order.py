@@ -54,6 +54,12 @@ def test_a_later_job_ahead_in_the_queue_overtakes_a_prefetched_one(
     assert overtakes(waiting, PREFETCHED) is expected
 
 
+def test_a_job_enqueued_while_the_prefetch_was_being_claimed_overtakes_it() -> None:
+    # The round read the queue at 120 and claimed at 200: the job enqueued at 150 went unseen.
+    assert overtakes(job(-6, enqueued_at_ms=150), PREFETCHED, chosen_at_ms=120)
+    assert not overtakes(job(-6, enqueued_at_ms=110), PREFETCHED, chosen_at_ms=120)
+
+
 def test_the_score_orders_by_priority_then_number() -> None:
     assert job(100, priority=1).score < job(-5).score < job(3).score
     assert replace(job(3), number=2.5).score < job(3).score
