@@ -1,15 +1,18 @@
-"""The simulator's standard trace through the real gateway, side by side with the simulator.
+"""The simulator's standard farm through the real gateway, side by side with the simulator.
 
-For each policy: `comfy-gateway serve` with one farm file of four emulated workers (2 `h200`
-+ 2 `rtx4070ti`, classic cache, each warmed up with the checkpoint the simulator starts it
-with), its embedded Redis, every worker a real emulator process, at `--time-scale`. The trace
-(`bench.sim.scenario.trace`: K = 8 checkpoints, Zipf s = 1, Poisson at `--load` of the
-all-warm capacity) is replayed at the same scale from one WebSocket client; latencies are
-read on the client and converted back to unscaled seconds. A load is a job whose loader node
-ran (not listed by `execution_cached`). The simulator runs the same jobs with the gateway's
-dispatch and, by default, with speeds learned online as the gateway learns them.
+For each case and policy: `comfy-gateway serve` with one farm file of four emulated workers
+(2 `h200` + 2 `rtx4070ti`, classic cache, each warmed up with the checkpoint the simulator
+starts it with), its embedded Redis, every worker a real emulator process, at `--time-scale`.
+A case is a trace of `bench.sim.scenario.trace` (K = 8 checkpoints, Zipf s = 1): `poissonNN`,
+Poisson arrivals at NN % of the all-warm capacity (`--jobs` jobs), or `batchNNN`, NNN jobs at
+once. It is replayed at the same scale from one WebSocket client (a batch posted one prompt
+after another, as a client sends one); latencies are read on the client and converted back to
+unscaled seconds. A load is a job whose loader node ran (not listed by `execution_cached`). The
+simulator runs the same jobs with the gateway's dispatch and, by default, with speeds learned
+online as the gateway learns them.
 
-    python -m bench.live [--jobs 300] [--seeds 0,1,2] [--time-scale 0.2] [--out FILE]
+    python -m bench.live [--cases poisson50,poisson80,batch500] [--jobs 300] [--seeds 0,1,2]
+                         [--time-scale 0.25] [--out FILE]
 """
 
 from __future__ import annotations
@@ -69,6 +72,47 @@ class Measured:
     p95_s: float
     loads_per_100: float
     goodput_per_s: float
+    makespan_s: float
+    """From the first job sent (arrived) to the last one's end."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """A trace shape on the standard farm: Poisson arrivals at `load` or a batch of `jobs`."""
+
+    name: str
+    arrival: str
+    load: float = 0.8
+    jobs: int = 0
+    """A batch's size (Poisson cases take `--jobs`)."""
+
+    @property
+    def metrics(self) -> tuple[tuple[str, str], ...]:
+        if self.arrival == "batch":
+            return (("makespan s", "makespan_s"), ("p50 s", "p50_s"), LOADS)
+        return (("p50 s", "p50_s"), ("p95 s", "p95_s"), LOADS, ("goodput/s", "goodput_per_s"))
+
+    def scenario(self, jobs: int, seed: int) -> Scenario:
+        if self.arrival == "batch":
+            return Scenario(jobs=self.jobs, arrival="batch", seed=seed)
+        return Scenario(jobs=jobs, load=self.load, seed=seed)
+
+    @property
+    def described(self) -> str:
+        if self.arrival == "batch":
+            return f"a batch of {self.jobs} jobs at once"
+        return f"Poisson arrivals at {self.load:.0%} of the all-warm capacity"
+
+
+def parse_case(name: str) -> Case:
+    """`poisson50` (any percentage) or `batch500` (any size)."""
+    for arrival in ("poisson", "batch"):
+        digits = name.removeprefix(arrival)
+        if digits != name and digits.isdigit() and int(digits) > 0:
+            if arrival == "batch":
+                return Case(name, arrival, jobs=int(digits))
+            return Case(name, arrival, load=int(digits) / 100)
+    raise argparse.ArgumentTypeError(f"unknown case {name!r}: want poissonNN or batchNNN")
 
 
 def prompt_of(job: SimJob, seed: int) -> dict[str, Any]:
@@ -197,6 +241,7 @@ def measure(replay: Replay, scenario: Scenario, scale: float) -> Measured:
         p95_s=float(np.percentile(latency, 95, method="nearest")),
         loads_per_100=100.0 * loads / max(int(done.sum()), 1),
         goodput_per_s=good / max(span_s, 1e-9),
+        makespan_s=span_s if done.all() else np.inf,
     )
 
 
@@ -234,6 +279,7 @@ def sim_row(scenario: Scenario, policy: str, learned: bool) -> Measured:
         p95_s=summary.p95_s,
         loads_per_100=summary.loads_per_100,
         goodput_per_s=summary.goodput_per_s,
+        makespan_s=summary.makespan_s if summary.finished == summary.jobs else np.inf,
     )
 
 
@@ -246,16 +292,18 @@ def mean(runs: Sequence[Measured]) -> Measured:
         p95_s=float(np.mean([r.p95_s for r in runs])),
         loads_per_100=float(np.mean([r.loads_per_100 for r in runs])),
         goodput_per_s=float(np.mean([r.goodput_per_s for r in runs])),
+        makespan_s=float(np.mean([r.makespan_s for r in runs])),
     )
 
 
-METRICS = (("p50 s", "p50_s"), ("p95 s", "p95_s"), ("loads/100", "loads_per_100"),
-           ("goodput/s", "goodput_per_s"))  # fmt: skip
+LOADS = ("loads/100", "loads_per_100")
+Metrics = Sequence[tuple[str, str]]
+Rows = Sequence[tuple[str, Measured, Measured]]
 
 
-def _cells(live: Measured, sim: Measured) -> list[str]:
+def _cells(live: Measured, sim: Measured, metrics: Metrics) -> list[str]:
     cells = []
-    for _, key in METRICS:
+    for _, key in metrics:
         a, b = getattr(live, key), getattr(sim, key)
         ratio = f"{a / b:.2f}" if b and np.isfinite(a) else "-"
         cells += [_fmt(a), _fmt(b), ratio]
@@ -266,58 +314,76 @@ def _fmt(value: float) -> str:
     return f"{value:.2f}" if np.isfinite(value) else "inf"
 
 
-def table(rows: Sequence[tuple[str, Measured, Measured]]) -> str:
+def table(rows: Rows, metrics: Metrics) -> str:
     head = ["policy", "finished (live/sim)"]
-    for label, _ in METRICS:
+    for label, _ in metrics:
         head += [f"{label} live", f"{label} sim", "ratio"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for policy, live, sim in rows:
         done = f"{live.finished}/{live.jobs} / {sim.finished}/{sim.jobs}"
-        lines.append("| " + " | ".join([policy, done, *_cells(live, sim)]) + " |")
+        lines.append("| " + " | ".join([policy, done, *_cells(live, sim, metrics)]) + " |")
     return "\n".join(lines)
 
 
-def order(rows: Sequence[tuple[str, Measured, Measured]], key: str, side: int) -> list[str]:
+def order(rows: Rows, key: str, side: int) -> list[str]:
     """Policies from best to worst by `key` (latency: lowest first; goodput: highest first)."""
     sign = -1.0 if key == "goodput_per_s" else 1.0
     return [r[0] for r in sorted(rows, key=lambda r: sign * getattr(r[side], key))]
 
 
-def agreement(rows: Sequence[tuple[str, Measured, Measured]]) -> str:
+def agreement(rows: Rows, metrics: Metrics) -> str:
     within = [
         abs(getattr(live, key) / getattr(sim, key) - 1.0) <= 0.15
         for _, live, sim in rows
-        for _, key in METRICS
+        for _, key in metrics
         if getattr(sim, key)
     ]
-    orders = [
-        f"- {label}: live {', '.join(order(rows, key, 1))}; sim {', '.join(order(rows, key, 2))}"
-        for label, key in METRICS
-    ]
+    same = 0
+    orders = []
+    for label, key in metrics:
+        live, sim = order(rows, key, 1), order(rows, key, 2)
+        same += live == sim
+        orders.append(f"- {label}: live {', '.join(live)}; sim {', '.join(sim)}")
     return (
-        f"{sum(within)} of {len(within)} cells within 15 % of the simulator. Order, best first:\n"
-        + "\n".join(orders)
+        f"{sum(within)} of {len(within)} cells within 15 % of the simulator; the same order on "
+        f"{same} of {len(metrics)} measures. Order, best first:\n" + "\n".join(orders)
     )
 
 
-async def run(args: argparse.Namespace) -> str:
+async def run_case(case: Case, args: argparse.Namespace) -> str:
     seeds = [int(seed) for seed in args.seeds.split(",")]
     rows, bounded = [], []
     for policy in [*args.policies.split(","), BOUNDED]:
         live_runs, sim_runs = [], []
         for seed in seeds:
-            scenario = Scenario(jobs=args.jobs, load=args.load, seed=seed)
+            scenario = case.scenario(args.jobs, seed)
             span_s = trace(scenario)[-1].arrival_s
             budget_s = args.budget_s if policy == BOUNDED else span_s * args.time_scale * 20 + 120
             began = time.monotonic()
             live = await run_live(scenario, policy, args.time_scale, budget_s)
             took_s = time.monotonic() - began
-            print(f"{policy} seed {seed}: {live} in {took_s:.0f} s", file=sys.stderr)
+            print(f"{case.name} {policy} seed {seed}: {live} in {took_s:.0f} s", file=sys.stderr)
             live_runs.append(live)
             sim_runs.append(sim_row(scenario, policy, learned=not args.known_speeds))
         if policy == BOUNDED:
             bounded = live_runs
         rows.append((policy, mean(live_runs), mean(sim_runs)))
+    jobs = case.jobs or args.jobs
+    notes = (
+        f"Means over seeds {args.seeds} of {jobs} jobs each, {case.described}. "
+        f"{BOUNDED} ran within a {args.budget_s:.0f} s wall budget per seed: "
+        + "; ".join(
+            f"seed {seed}: {r.finished} of {r.jobs} finished, backlog {r.jobs - r.finished}"
+            for seed, r in zip(seeds, bounded, strict=True)
+        )
+        + " (left out of the agreement)."
+    )
+    parts = [f"## {case.name}", table(rows, case.metrics), agreement(rows[:-1], case.metrics)]
+    return "\n\n".join([*parts, notes])
+
+
+async def run(args: argparse.Namespace) -> str:
+    sections = [await run_case(case, args) for case in args.cases]
     knowledge = (
         "the speeds fitted to the true costs (`--known-speeds`)"
         if args.known_speeds
@@ -325,30 +391,28 @@ async def run(args: argparse.Namespace) -> str:
         "learning code"
     )
     notes = (
-        f"Means over seeds {args.seeds} of {args.jobs} jobs each of the standard trace (2 h200 + "
-        "2 rtx4070ti, classic cache, K = 8: 4 SD1.5 + 4 SDXL, Zipf s = 1, Poisson at "
-        f"{args.load:.0%} of the all-warm capacity), replayed at time scale {args.time_scale} "
-        "through `comfy-gateway serve` (one farm file, four emulator processes, embedded Redis); "
-        "latencies in unscaled seconds. Goodput: jobs finished within 2 x their warm time on the "
-        "fastest card + 10 s, per second. The simulator runs the same jobs with the gateway's "
-        "dispatch (late binders hold 2 jobs per worker, one running and one prefetched; the "
-        "early binders, ect_greedy and round_robin, send each job to a worker's queue on "
-        f"arrival) and with {knowledge}.\n\n"
-        f"{BOUNDED} ran within a {args.budget_s:.0f} s wall budget per seed: "
-        + "; ".join(
-            f"seed {seed}: {r.finished} of {r.jobs} finished, backlog {r.jobs - r.finished}"
-            for seed, r in zip(seeds, bounded, strict=True)
-        )
-        + "."
+        "The standard farm (2 h200 + 2 rtx4070ti, classic cache, K = 8: 4 SD1.5 + 4 SDXL, Zipf "
+        f"s = 1), each trace replayed at time scale {args.time_scale} through `comfy-gateway "
+        "serve` (one farm file, four emulator processes, embedded Redis); latencies and "
+        "makespans in unscaled seconds. Goodput: jobs finished within 2 x their warm time on "
+        "the fastest card + 10 s, per second. The simulator runs the same jobs with the "
+        "gateway's dispatch (late binders hold 2 jobs per worker, one running and one "
+        "prefetched; the early binders, ect_greedy and round_robin, send each job to a "
+        f"worker's queue on arrival) and with {knowledge}."
     )
-    return "\n\n".join([table(rows), agreement(rows[:-1]), notes])
+    return "\n\n".join([*sections, notes])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.live")
-    parser.add_argument("--jobs", type=int, default=300)
-    parser.add_argument("--time-scale", dest="time_scale", type=float, default=0.2)
-    parser.add_argument("--load", type=float, default=0.8)
+    parser.add_argument(
+        "--cases",
+        type=lambda text: [parse_case(name) for name in text.split(",")],
+        default=[parse_case("poisson80")],
+        help="comma-separated: poissonNN (NN %% load), batchNNN (NNN jobs at once)",
+    )
+    parser.add_argument("--jobs", type=int, default=300, help="jobs of a Poisson case")
+    parser.add_argument("--time-scale", dest="time_scale", type=float, default=0.25)
     parser.add_argument("--seeds", default="0", help="comma-separated trace seeds")
     parser.add_argument(
         "--known-speeds",
