@@ -35,6 +35,11 @@ def wall_cell(row: Row) -> str:
     return f"{spread} ({len(row.samples_ms)})"
 
 
+def per_assignment_cell(row: Row) -> str:
+    """How many assignments one call made, and its CPU p50 shared among them."""
+    return f"{row.placed} / {fmt_ms(row.cpu_pct_ms(50) / max(row.placed, 1), row.cut)}"
+
+
 def target_cell(case: str, size: Size, rows: Sequence[Row]) -> str:
     target = TARGETS_MS.get(size)
     ours = [r for r in rows if r.policy == POLICIES[0]]
@@ -51,6 +56,7 @@ def table(rows: Sequence[Row]) -> str:
     ours, others = policies[0], policies[1:]
     header = ["case", "jobs x workers x models", "groups", "shown jobs"]
     header += [f"{ours} CPU p50 / p99 ms", f"{ours} wall p50 / p99 / max ms (calls)"]
+    header += [f"{ours} assignments / CPU p50 ms each"]
     header += [f"{p} CPU p50 / p99 ms" for p in others] + [f"{ours} CPU p99 target"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     keyed = {
@@ -59,7 +65,7 @@ def table(rows: Sequence[Row]) -> str:
     for (case, size), group in keyed.items():
         by_policy = {r.policy: r for r in group}
         mine = by_policy.get(ours)
-        cells = [cpu_cell(mine), wall_cell(mine)] if mine else ["-", "-"]
+        cells = [cpu_cell(mine), wall_cell(mine), per_assignment_cell(mine)] if mine else ["-"] * 3
         cells += [cpu_cell(by_policy[p]) if p in by_policy else "-" for p in others]
         first = group[0]
         body = [case, size.label, str(first.groups), f"{first.shown:,}", *cells]
@@ -116,12 +122,15 @@ NOTES = (
     "would end past {cap_s:g} s; with fewer than 100 calls the p99 is the max; `>`: one call cut "
     "at {cap_s:g} s, a lower bound). Groups: "
     "`queue.group_jobs` of the waiting jobs; shown jobs: their heads (`queue.heads_in_order`, "
-    "at most {head} per group), the snapshot's `jobs`.",
+    "at most {head} per group), the snapshot's `jobs`. Assignments: how many one call made "
+    "(a burst fills every free slot of the farm in one call; the steady state, one), and its "
+    "CPU p50 shared among them.",
     "Workers: h200, rtx4070ti, h200 with `--cache-lru 8`, rtx4070ti, in turn; speeds fitted to "
     "the emulator's cost model, load seconds from the page cache for what a worker holds and "
     "from disk for the rest; a Zipf({zipf:g}) catalogue of SD1.5 and SDXL checkpoints. Burst: "
     "every job arrived within the last {burst:g} s, every worker idle with {slots} free slots, "
-    "holding one checkpoint (eight under LRU). Steady: the jobs arrived over the last "
+    "holding as many checkpoints as its cache keeps (one on every card: `--cache-lru 8` keeps "
+    "one, `gateway.learning.learn.cache_slots`). Steady: the jobs arrived over the last "
     "{steady:g} s; one worker has just finished a job and started its prefetched one (one free "
     "slot), every other runs one job and holds one prefetched (no free slot). Every policy gets "
     "the same snapshot ({slots} slots per worker; `ect_greedy` binds early in the simulator, "

@@ -105,7 +105,8 @@ def work_units(
 
 
 def idle_worker(i: int, size: Size, rng: np.random.Generator) -> WorkerView:
-    """Worker i, idle, holding the (i mod K)-th checkpoint (and the next ones under LRU)."""
+    """Worker i, idle, holding the (i mod K)-th checkpoint (and the next ones where its cache
+    keeps several)."""
     spec = CARDS[i % len(CARDS)]
     card = card_of(spec, size.models)
     models = catalogue(size.models, ZIPF_S)

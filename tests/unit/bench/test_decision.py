@@ -88,4 +88,5 @@ def test_quick_mode_writes_the_table_and_the_plot(tmp_path: Path) -> None:
     text = (tmp_path / "decision.md").read_text()
     assert "| burst | 10 x 2 x 1 |" in text
     assert "swarm_like CPU p50 / p99 ms | swarm_like wall p50 / p99 / max ms (calls)" in text
+    assert "swarm_like assignments / CPU p50 ms each" in text
     assert (tmp_path / "decision.png").stat().st_size > 0
