@@ -104,6 +104,9 @@ class Job:
     worker: str | None = None
     stamps_ms: dict[str, int] = field(default_factory=dict)
     loaded: bool = False
+    why: dict[str, Any] | None = None
+    """Why the policy sent its last attempt where it went (`placement` of `/gateway/jobs/{id}`:
+    the reason, the expected finish there and on the runner-up)."""
 
     def stamp(self, name: str) -> int | None:
         return self.stamps_ms.get(name)
@@ -193,6 +196,8 @@ class Client:
         job.status = str((entry.get("status") or {}).get("status_str") or block.get("state"))
         job.worker = block.get("worker")
         record = (await self.http.get(f"/gateway/jobs/{job.prompt_id}")).json()
+        attempts = record.get("attempts") or [{}]
+        job.why = attempts[-1].get("placement") if isinstance(attempts[-1], dict) else None
         for name in ("enqueued", "claimed", "started", "finished"):
             value = block.get(f"{name}_at_ms") or record.get(f"{name}_at_ms")
             if value is not None:

@@ -290,6 +290,7 @@ def _job_row(job: Heard, began_s: float) -> dict[str, Any]:
         "loaded": job.loaded,
         "phases": job.phases(),
         "stamps_ms": job.stamps_ms,
+        "why": job.why,
     }
 
 
