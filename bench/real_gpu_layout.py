@@ -13,6 +13,11 @@ times warm `X` (SDXL) jobs on the second by the worker's own clock (history's
   instance 0 too), each as the sequential case runs them (A on 0, then X on 1);
 - X after X on one instance, X after A on the same instance (a family switch), X while the
   instance is asked for `/system_stats` every 0.1 s, and X after X again (drift).
+
+`--cases switch` asks only whether a family switch on one instance costs time, for both
+families, with the cases interleaved so that the card's streaks of fast and slow jobs fall on
+all of them alike: blocks of X, A, A, X, X on one instance, timing A after X, A after A, X
+after A and X after X (`--blocks` of them, 8 by default).
 """
 
 from __future__ import annotations
@@ -121,6 +126,19 @@ class Rounds:
             self.measure("X on 1, polled every 0.1 s", [(w1, X, True)] * JOBS)
         self.measure("X after X on 1, again", [(w1, X, True)] * JOBS)
 
+    def switches(self, w1: int, blocks: int) -> None:
+        """A family switch on one instance, both ways, the four cases interleaved."""
+        self.run(w1, X)
+        self.run(w1, A)
+        labels = ("A after X on 1 (a switch)", "A after A on 1", "X after A on 1 (a switch)",
+                  "X after X on 1")  # fmt: skip
+        for _ in range(blocks):
+            times = [self.run(w1, checkpoint) for checkpoint in (X, A, A, X, X)][1:]
+            for label, seconds in zip(labels, times, strict=True):
+                self.rows.setdefault(label, []).append(seconds)
+        for label in labels:
+            print(f"{label:46} " + " ".join(f"{s:.2f}" for s in self.rows[label]), flush=True)
+
 
 @contextmanager
 def polled(port: int) -> Iterator[None]:
@@ -155,14 +173,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--comfyui", type=Path, required=True)
     parser.add_argument("--make-ckpt", type=Path)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cases", choices=("layout", "switch"), default="layout")
+    parser.add_argument("--blocks", type=int, default=8, help="blocks of the switch case")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     comfyui = args.comfyui.resolve()
     print("checkpoints made:", make_checkpoints(comfyui, args.make_ckpt), flush=True)
     rounds = Rounds()
     for _ in range(args.rounds):
-        with instances(comfyui) as ports:
-            rounds.one(*ports)
+        with instances(comfyui) as (w0, w1):
+            if args.cases == "switch":
+                rounds.switches(w1, args.blocks)
+            else:
+                rounds.one(w0, w1)
     if args.json:
         args.json.write_text(json.dumps(rounds.rows, indent=1))
     print(table(rounds.rows))

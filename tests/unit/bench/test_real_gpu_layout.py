@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.real_gpu import A
-from bench.real_gpu_layout import run, table
+from bench.real_gpu import A, X
+from bench.real_gpu_layout import Rounds, run, table
 from tests.unit.workers.emulator.running import running_emulator
 
 
@@ -29,3 +29,22 @@ def test_the_table_has_a_row_per_case() -> None:
     text = table({"warm X": [1.0, 2.0, 4.0], "after A": [3.0]})
     assert "| warm X | 3 | 2.33 | 2.00 | 1.00-4.00 |" in text
     assert "| after A | 1 | 3.00 | 3.00 | 3.00-3.00 |" in text
+
+
+def test_the_switch_case_times_each_family_after_each_family_in_every_block(
+    tmp_path: Path,
+) -> None:
+    with running_emulator(tmp_path, time_scale=0.02, more_checkpoints=(X,)) as emulator:
+        port = urlsplit(emulator.url).port
+        assert port is not None
+        rounds = Rounds()
+        rounds.switches(port, blocks=2)
+    assert sorted(rounds.rows) == sorted(
+        [
+            "A after X on 1 (a switch)",
+            "A after A on 1",
+            "X after A on 1 (a switch)",
+            "X after X on 1",
+        ]
+    )
+    assert all(len(times) == 2 and min(times) > 0.0 for times in rounds.rows.values())

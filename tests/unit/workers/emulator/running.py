@@ -40,11 +40,14 @@ class Running:
 
 
 @contextmanager
-def running_emulator(work_dir: Path, *extra: str, time_scale: float = 0.01) -> Iterator[Running]:
-    """Start the emulator (the transcript's checkpoints, tiny start-up), stop it on exit."""
+def running_emulator(
+    work_dir: Path, *extra: str, time_scale: float = 0.01, more_checkpoints: tuple[str, ...] = ()
+) -> Iterator[Running]:
+    """Start the emulator (the transcript's checkpoints and `more_checkpoints`, tiny start-up),
+    stop it on exit."""
     port = free_port()
     layout = FarmLayout(work_dir, work_dir / "input", time_scale)
-    checkpoints = tuple(TRANSCRIPT_CHECKPOINTS.split(","))
+    checkpoints = (*TRANSCRIPT_CHECKPOINTS.split(","), *more_checkpoints)
     args = ("--startup-s", "0", *extra)
     spec = WorkerSpec("emulator", emulate="h200", checkpoints=checkpoints, args=args)
     output_dir, input_dir = layout.output_dir(spec.name), layout.input_dir
