@@ -63,7 +63,8 @@ async def test_a_prompt_running_on_another_node_is_listed_and_interrupted_throug
 ) -> None:
     a, _ = split_farm
     async with client_of(a.url) as client:
-        prompt_id = await client.queue_prompt(txt2img(ONLY_B, "long", steps=5000))
+        # Minutes of emulated work at 512x512: it runs until interrupted, on a loaded machine too.
+        prompt_id = await client.queue_prompt(txt2img(ONLY_B, "long", steps=5000, size=512))
         await client.job_in(prompt_id, ("running",))
         queue = (await client.http.get("/queue")).json()
         assert [item[1] for item in queue["queue_running"]] == [prompt_id]
