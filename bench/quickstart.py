@@ -196,8 +196,8 @@ class Client:
         job.status = str((entry.get("status") or {}).get("status_str") or block.get("state"))
         job.worker = block.get("worker")
         record = (await self.http.get(f"/gateway/jobs/{job.prompt_id}")).json()
-        attempts = record.get("attempts") or [{}]
-        job.why = attempts[-1].get("placement") if isinstance(attempts[-1], dict) else None
+        attempts = record.get("attempts") or []
+        job.why = attempts[-1].get("placement") if attempts else None
         for name in ("enqueued", "claimed", "started", "finished"):
             value = block.get(f"{name}_at_ms") or record.get(f"{name}_at_ms")
             if value is not None:
