@@ -5,7 +5,14 @@ For a worker (a lane) and a queue of interchangeable jobs:
 - It is *useful* to the queue when it would finish the queue's next job before the other
   workers holding the queue's models finish the whole queue together (`fluid.finish_s`): the
   water-filling test, so a second copy of a model is loaded exactly when its queue outgrows
-  what its warm copies can serve, and a clearly faster card is left its work.
+  what its warm copies can serve, and a clearly faster card is left its work. A worker that
+  holds the models itself is judged exactly: the holders never finish the job sooner than
+  the first of them could run it whole (`holders_done_s`; the fluid split is optimistic by
+  up to one job, which for a load keeps the lean towards the warm copies). The cells that
+  need it: one checkpoint on a mixed farm, where every card holds it and the fluid split of
+  a short queue over the busy fast cards left an idle slow card waiting out its ski-rental
+  bound: mean latency 2.37 s against `ect_greedy`'s 1.85 on 6 H200s and 6 RTX 4070 Tis at
+  93 % load, 1.86 s with it.
 - An idle worker leaves a queue to the others only when it is not useful to it or another
   worker would finish its next job sooner, and only while that job has waited beside it less
   than the ski-rental bound: its load plus its extra run time over the fastest card; when
@@ -153,10 +160,9 @@ def weigh(
         sooner = sooner_elsewhere(lane, queue, farm, done_s, hint)
         if sooner is not None:
             return None, sooner
-    others = [
-        (max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in farm.holders(queue, lane.name)
-    ]
-    useful = done_s <= finish_s(others)
+    holders = farm.holders(queue, lane.name)
+    others = [(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders]
+    useful = done_s <= (holders_done_s(others, holders, job, farm) if warm else finish_s(others))
     gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
     evict = 0.0
     if idle:
@@ -414,6 +420,23 @@ def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
         return math.inf
     waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
     return (1.0 + waited_s / (load + run_s)) * farm.advantage(lane, job.family)
+
+
+def holders_done_s(
+    others: Sequence[tuple[float, float]], holders: Iterable[Lane], job: JobView, farm: Farm
+) -> float:
+    """When the other holders (`others` as `fluid.finish_s` takes them) would finish the
+    queue whose next job is `job`: the fluid finish, but never before the first of them
+    could finish that one job whole. The fluid split is optimistic by up to one job's run
+    (jobs are not divisible); for a short queue on several holders it would call an idle
+    card useless for a job it finishes before any holder could (one checkpoint on a mixed
+    farm, where every card holds it)."""
+    fluid_s = finish_s(others)
+    if math.isinf(fluid_s):
+        return fluid_s
+    now_s = farm.now_s
+    first_s = min(max(h.ready_s, now_s) + farm.run_s(h, job) for h in holders)
+    return max(fluid_s, first_s)
 
 
 def holders_finish_s(queue: Queue, farm: Farm) -> float:
