@@ -153,10 +153,12 @@ REGIMES = (
     (Farm("flags", 4), "N"),
     (Farm("mixed", 16), "N"),
     (Farm("mixed", 4, "gateway"), "4N"),
+    (Farm("mixed", 4), "1"),
 )
 """The default grid's farms and catalogues: every farm kind, 2 to 16 workers, K = 1, N and 4N,
-every cache mode (the last: cards as the gateway launches them, H200s keeping four
-checkpoints)."""
+every cache mode (cards as the gateway launches them: H200s keeping four checkpoints), and
+one checkpoint on fast and slow cards (the common farm of one model, where every card holds
+it and placement is only which card and when)."""
 BIG_BATCHES = {"batch500": (1, 2, 6), "batch2000": (1,)}
 """Which of REGIMES also get the larger batches (by index)."""
 
