@@ -44,13 +44,16 @@ def _table(reports: list[dict[str, object]], jobs: int, code: int) -> str:
         "`python -m bench.soak` (the checker of `tests/faults/test_nemesis.py`; pytest exit "
         f"code {code}).",
         "",
-        "| " + " | ".join([*COLUMNS, "lost", "run twice", "history mismatches"]) + " |",
-        "|" + " --- |" * (len(COLUMNS) + 3),
+        "| "
+        + " | ".join([*COLUMNS, "lost", "run twice", "cut after output", "history mismatches"])
+        + " |",
+        "|" + " --- |" * (len(COLUMNS) + 4),
     ]
     for r in reports:
         extra = len(r["history_extra"]) + len(r["history_missing"])  # type: ignore[arg-type]
         cells = [str(r[c]) for c in COLUMNS]
-        cells += [str(len(r["lost"])), str(len(r["duplicates"])), str(extra)]  # type: ignore[arg-type]
+        cut = len(r.get("cut_after_output", []))  # type: ignore[arg-type]
+        cells += [str(len(r["lost"])), str(len(r["duplicates"])), str(cut), str(extra)]  # type: ignore[arg-type]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
