@@ -13,7 +13,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
    it, and then only until it has waited beside the idle worker as long as that load plus the
    idle card's extra run time over the fastest card (`choice.hold_bound_s`). When it waits
    for the holders of its models, that clock starts once the first of them is due to free
-   (`choice.overdue_s`): no load is forced just before a holder frees.
+   (`choice.overdue_s`): no load is forced just before a holder frees. Nor does a job wait
+   behind its group's next one while a slower idle holder finishes it before the clearly
+   faster holders, serving the group in order, could reach it (`choice.first_behind`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
 3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
@@ -75,7 +77,10 @@ def loader(
     option: Option, chooser: Lane, farm: Farm, need: Need, done: set[str], tuning: Tuning
 ) -> Lane:
     """Where the next job of the queue `chooser` would serve goes: among the lanes free no
-    later than the chooser (those warm for it, if the chooser is), as `choice.land` picks."""
+    later than the chooser (those warm for it, if the chooser is), as `choice.land` picks; a
+    job the chooser takes from behind the queue's next one stays with it."""
+    if option.behind:
+        return chooser
     job = option.queue.first
     free_at_s = max(chooser.ready_s, farm.now_s)
     candidates = [
@@ -153,7 +158,7 @@ def _every_option(
             done.add(lane.name)
             continue
         target = loader(option, lane, farm, need, done, tuning)
-        job = option.queue.take()
+        job = option.queue.take(option.behind)
         why = explain(job, target, farm, plan)
         farm.replace(advance(target, job))
         yield Assignment(job.job_id, target.name, why)

@@ -175,7 +175,7 @@ class Search:
             target = self.loader(option, index, lane)
             if not option.warm:
                 yield None
-            job = option.queue.take()
+            job = option.queue.take(option.behind)
             why = yield from self.explain(job, index, target)
             self.placed(target, advance(target, job), index)
             yield Assignment(job.job_id, target.name, why)
@@ -475,6 +475,8 @@ class Search:
 
     def loader(self, option: Option, index: int, chooser: Lane) -> Lane:
         """`policy.loader`: the lane the chooser's queue goes to."""
+        if option.behind:
+            return chooser
         job = option.queue.first
         free_at_s = max(chooser.ready_s, self.farm.now_s)
         candidates = [

@@ -46,7 +46,16 @@ class Queue:
         """Seconds its remaining jobs have waited, summed."""
         return max(self.count * now_s - self.enqueued_s_sum, 0.0)
 
-    def take(self) -> JobView:
+    def take(self, behind: int = 0) -> JobView:
+        """Its next job, or the one `behind` places behind it."""
+        if behind:
+            at = self.taken + behind
+            job = self.head[at]
+            self.head = self.head[:at] + self.head[at + 1 :]
+            self.count -= 1
+            self.work_units -= job.work_units
+            self.enqueued_s_sum -= job.enqueued_at_s
+            return job
         job = self.head[self.taken]
         self.taken += 1
         self.count -= 1

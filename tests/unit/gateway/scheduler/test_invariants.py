@@ -30,6 +30,8 @@ SLOW_IDLE = worker("idle", (), speed=2.0)
 DUE = worker("h", ("m1",), free=0, outstanding=1, outstanding_s=0.0)
 """A holder due to have freed by now, still running (a stalled or underestimated job)."""
 FAST_IDLE = worker("idle", ("m2",), speed=20.0)
+FULL_FAST = worker("h", ("m1",), free=0, outstanding=2, outstanding_s=1.0, speed=20.0)
+"""A fast holder of m1 with no free slot, due to free in 1 s."""
 
 # Work conservation: (what, snapshot, whether the job is placed on the idle worker "idle").
 CONSERVATION = {
@@ -96,6 +98,26 @@ CONSERVATION = {
             + [busy(f"h{i}", ("m1",), 2.0, speed=10.0) for i in range(3)],
         ),
         True,
+    ),
+    # The holder, its slots full, frees in 1 s and runs the big job in 5 s: it reaches the
+    # small one 6.25 s from now at the earliest; the idle card finishes it in 1.25 s (the
+    # big one would take it 25 s).
+    "a slow idle card takes a small job from behind a big one that a busy fast holder reaches "
+    "first": (
+        snap(
+            5.0,
+            [job("a", "m1", 4.0, work=100.0), job("b", "m1", 4.5, work=5.0)],
+            [worker("idle", ("m1",), speed=4.0), FULL_FAST],
+        ),
+        True,
+    ),
+    "...but not one the holder could reach first (8 s from now; the idle card: 10 s)": (
+        snap(
+            5.0,
+            [job("a", "m1", 4.0, work=100.0), job("b", "m1", 4.5, work=40.0)],
+            [worker("idle", ("m1",), speed=4.0), FULL_FAST],
+        ),
+        False,
     ),
     "a fast idle card that would finish first takes it from a slow warm holder at once": (
         snap(
