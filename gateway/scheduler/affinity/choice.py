@@ -169,9 +169,13 @@ def weigh(
             return None, sooner
     holders = farm.holders(queue, lane.name)
     others = [(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders]
+    # Skipping the next job is bounded by the clock of guarantee 1: once a holder is due to
+    # have freed and the job has waited out the bound beside this lane, it is not skipped.
     behind = (
         first_behind(lane, queue, farm, holders, start_s, tuning.tie_share)
-        if warm and holders
+        if warm
+        and holders
+        and overdue_s(lane, job, farm, others) < hold_bound_s(lane, job, farm, 0.0)
         else 0
     )
     if behind:
