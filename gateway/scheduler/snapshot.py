@@ -121,6 +121,9 @@ class Why:
     first_choices: tuple[str, ...] = ()
     """The model families the backlog's split gave this worker first (`affinity.plan`), when it
     restricted the worker; empty when it did not."""
+    ahead_of: int = 0
+    """How many jobs of its group it went ahead of: a slower worker took it out of turn, since
+    the faster ones holding its models reach those jobs first (`affinity.choice.first_behind`)."""
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -133,6 +136,8 @@ class Why:
         }
         if self.first_choices:
             out["first_choices"] = list(self.first_choices)
+        if self.ahead_of:
+            out["ahead_of"] = self.ahead_of
         return out
 
 

@@ -38,7 +38,7 @@ workers x groups, whatever the number of waiting jobs.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.scheduler.affinity.choice import (
     Need,
@@ -159,7 +159,7 @@ def _every_option(
             continue
         target = loader(option, lane, farm, need, done, tuning)
         job = option.queue.take(option.behind)
-        why = explain(job, target, farm, plan)
+        why = replace(explain(job, target, farm, plan), ahead_of=option.behind)
         farm.replace(advance(target, job))
         yield Assignment(job.job_id, target.name, why)
         # An idle worker that left its queues to busier holders looks again: they are busier.

@@ -42,6 +42,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Literal, TypeVar
 
 from gateway.scheduler.affinity.choice import (
@@ -177,6 +178,8 @@ class Search:
                 yield None
             job = option.queue.take(option.behind)
             why = yield from self.explain(job, index, target)
+            if option.behind:
+                why = replace(why, ahead_of=option.behind)
             self.placed(target, advance(target, job), index)
             yield Assignment(job.job_id, target.name, why)
             for name in self.idle_done:

@@ -136,13 +136,15 @@ def test_work_conservation_with_the_ski_rental_bound(snapshot: Snapshot, runs: b
 def test_a_job_left_to_a_stalled_fast_holder_is_skipped_only_within_the_bound() -> None:
     """The holder was due to free at once and still runs: the slow card takes the small job
     from behind the big one, until the big one has waited beside it its bound (25 s here,
-    5 s there: 20 s); then it takes the big one."""
+    5 s there: 20 s); then it takes the big one. The placement's why says when a job went ahead
+    of others of its group."""
     stalled = worker("h", ("m1",), free=0, outstanding=1, outstanding_s=0.0, speed=20.0)
     jobs = [job("a", "m1", 0.0, work=100.0), job("b", "m1", 1.0, work=5.0)]
     slow = worker("idle", ("m1",), speed=4.0)
     for now_s, taken in [(10.0, "b"), (25.0, "a")]:
         out = placed(snap(now_s, jobs, [slow, stalled]))
         assert [(a.job_id, a.worker) for a in out] == [(taken, "idle")], now_s
+        assert out[0].why is not None and out[0].why.ahead_of == (taken == "b"), now_s
 
 
 def test_a_lone_job_on_an_idle_farm_never_waits_whatever_the_cards() -> None:
