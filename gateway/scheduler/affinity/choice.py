@@ -169,15 +169,11 @@ def weigh(
             return None, sooner
     holders = farm.holders(queue, lane.name)
     others = [(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders]
-    # Skipping the next job is bounded by the clock of guarantee 1: once a holder is due to
-    # have freed and the job has waited out the bound beside this lane, it is not skipped.
-    behind = (
-        first_behind(lane, queue, farm, holders, start_s, tuning.tie_share)
-        if warm
-        and holders
-        and overdue_s(lane, job, farm, others) < hold_bound_s(lane, job, farm, 0.0)
-        else 0
-    )
+    behind = first_behind(lane, queue, farm, holders, start_s, tuning.tie_share) if warm else 0
+    if behind and overdue_s(lane, job, farm, others) >= hold_bound_s(lane, job, farm, 0.0):
+        # Skipping is bounded by the clock of guarantee 1: once a holder is due to have
+        # freed and the job has waited out the bound beside this lane, it is not skipped.
+        behind = 0
     if behind:
         job = queue.head[queue.taken + behind]
         done_s = start_s + farm.run_s(lane, job)
@@ -238,6 +234,8 @@ def first_behind(
     slow cards a slow card takes the small jobs the fast ones would reach last, and leaves
     them the large ones (cell: one checkpoint on mixed4 at 95 % load, mean latency 5.4 s
     against `ect_greedy`'s 4.9, which binds each job on arrival where it finishes first)."""
+    if not holders:
+        return 0
     family = queue.first.family
     rates = [farm.rate(holder, family) for holder in holders]
     fastest = max(speed for speed, _ in rates)
