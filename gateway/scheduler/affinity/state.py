@@ -48,16 +48,12 @@ class Queue:
 
     def take(self, behind: int = 0) -> JobView:
         """Its next job, or the one `behind` places behind it."""
+        at = self.taken + behind
+        job = self.head[at]
         if behind:
-            at = self.taken + behind
-            job = self.head[at]
             self.head = self.head[:at] + self.head[at + 1 :]
-            self.count -= 1
-            self.work_units -= job.work_units
-            self.enqueued_s_sum -= job.enqueued_at_s
-            return job
-        job = self.head[self.taken]
-        self.taken += 1
+        else:
+            self.taken += 1
         self.count -= 1
         self.work_units -= job.work_units
         self.enqueued_s_sum -= job.enqueued_at_s

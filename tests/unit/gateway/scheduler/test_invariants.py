@@ -33,6 +33,13 @@ FAST_IDLE = worker("idle", ("m2",), speed=20.0)
 FULL_FAST = worker("h", ("m1",), free=0, outstanding=2, outstanding_s=1.0, speed=20.0)
 """A fast holder of m1 with no free slot, due to free in 1 s."""
 
+
+def behind_a_big_job(work: float) -> Snapshot:
+    """A slow idle card and a full fast holder of m1; a big job waits, then one of `work`."""
+    jobs = [job("a", "m1", 4.0, work=100.0), job("b", "m1", 4.5, work=work)]
+    return snap(5.0, jobs, [worker("idle", ("m1",), speed=4.0), FULL_FAST])
+
+
 # Work conservation: (what, snapshot, whether the job is placed on the idle worker "idle").
 CONSERVATION = {
     "an idle farm starts a lone cold job at once": (
@@ -103,20 +110,9 @@ CONSERVATION = {
     # small one 6.25 s from now at the earliest; the idle card finishes it in 1.25 s (the
     # big one would take it 25 s).
     "a slow idle card takes a small job from behind a big one that a busy fast holder reaches "
-    "first": (
-        snap(
-            5.0,
-            [job("a", "m1", 4.0, work=100.0), job("b", "m1", 4.5, work=5.0)],
-            [worker("idle", ("m1",), speed=4.0), FULL_FAST],
-        ),
-        True,
-    ),
+    "first": (behind_a_big_job(work=5.0), True),
     "...but not one the holder could reach first (8 s from now; the idle card: 10 s)": (
-        snap(
-            5.0,
-            [job("a", "m1", 4.0, work=100.0), job("b", "m1", 4.5, work=40.0)],
-            [worker("idle", ("m1",), speed=4.0), FULL_FAST],
-        ),
+        behind_a_big_job(work=40.0),
         False,
     ),
     "a fast idle card that would finish first takes it from a slow warm holder at once": (
