@@ -93,6 +93,9 @@ class WorkerState:
     fixed_s: dict[str, float] = field(default_factory=dict)
     knowledge: Knowledge | None = None
     """What the gateway would have learned (`learned_speeds`), else None: the truth is known."""
+    cold: bool = False
+    """It has run nothing (no initial checkpoint warmed up): its first job pays the card's
+    first-use penalty, and the gateway knows it is cold until that job ends."""
     _load_view: dict[str, float] | None = None
 
     @property
@@ -288,6 +291,7 @@ class Simulator:
             idle_since_s=worker.idle_since_s,
             cache_slots=worker.card.cache_slots,
             queued=tuple(models_of(view) for view, _ in worker.queue),
+            cold=worker.cold,
         )
 
     def believed(self, worker: WorkerState) -> WorkerView:
@@ -340,7 +344,7 @@ class Simulator:
         tier = worker.residency.touch(shape.checkpoint, shape.family)
         worker._load_view = None
         self._believed = None
-        phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=False)
+        phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=worker.cold)
         load = worker.card.load_s(shape.family, tier) if tier is not None else 0.0
         record.worker, record.start_s = worker.name, at_s
         record.load_s, record.run_s, record.loaded = load, phases.total_s - load, tier is not None
@@ -359,7 +363,7 @@ class Simulator:
             self._believed = None
         if worker.running is not None:
             self.release(now, worker.running.job_id)
-        worker.running = None
+        worker.running, worker.cold = None, False
         self.unfinished -= 1
         if worker.queue:
             self.start(now, worker)
@@ -393,13 +397,16 @@ def _worker(
     residency = Residency(card.model.profile, card.model.flags, files_read=files)
     if initial:
         residency.touch(initial, catalogue[initial])
+    cold = initial is None
     if config.learned_speeds:
-        state = WorkerState(card, residency, last_checkpoint=initial)
+        state = WorkerState(card, residency, last_checkpoint=initial, cold=cold)
         state.knowledge = warmed_up(card, initial, catalogue[initial]) if initial else Knowledge()
         _publish(state)
         return state
     fitted = dict(card.speed), dict(card.fixed_s)
-    return WorkerState(card, residency, last_checkpoint=initial, speed=fitted[0], fixed_s=fitted[1])
+    return WorkerState(
+        card, residency, last_checkpoint=initial, speed=fitted[0], fixed_s=fitted[1], cold=cold
+    )
 
 
 def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:

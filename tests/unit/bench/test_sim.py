@@ -103,3 +103,27 @@ def test_the_policy_is_told_the_cache_size_the_gateway_would_tell_it(farm: str, 
     sim = Simulator(build_policy("affinity"), (card,), {}, {}, SimConfig(), 1)
     (view,) = sim.snapshot(0.0).workers
     assert view.cache_slots == slots
+
+
+def test_a_worker_that_never_ran_pays_its_first_use_once_and_is_told_cold() -> None:
+    """As an instance the gateway starts with nothing preloaded: the first job there pays the
+    card's first-use penalty (the emulator's `first_job_penalty_s`), and the policy sees it
+    cold until that job ends (`WorkerView.cold`); the jobs after it do not pay it."""
+    scenario = Scenario(farm="uniform2", k=1, jobs=8, arrival="batch", seed=4)
+    cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
+    families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
+    first, second = (card.spec.name for card in cards)
+    config = SimConfig()
+    policy = build_policy("affinity")
+    sim = Simulator(policy, cards, families, {first: next(iter(families))}, config, config.slots)
+    shown = {view.name: view.cold for view in sim.snapshot(0.0).workers}
+    assert shown == {first: False, second: True}
+    result = sim.run(trace(scenario))
+    on_second = sorted((r for r in result.records if r.worker == second), key=lambda r: r.start_s)
+    assert len(on_second) >= 2
+    card = next(card for card in cards if card.spec.name == second)
+    for i, record in enumerate(on_second):
+        warm_s = card.warm_s(record.job.shape)
+        penalty_s = card.model.first_job_penalty_s() if i == 0 else 0.0
+        assert record.run_s == pytest.approx(warm_s + penalty_s, rel=0.05), i
+    assert not sim.workers[second].cold
