@@ -137,7 +137,7 @@ def farm_file(scenario: Scenario, policy: str) -> str:
             f'emulate = "{spec.profile}"',
             f"checkpoints = {json.dumps(names)}",
             f"args = {json.dumps(args)}",
-            f'preload = ["{initial[spec.name]}"]',
+            f"preload = {json.dumps([initial[spec.name]] if spec.name in initial else [])}",
             "",
         ]
     return "\n".join(lines)

@@ -5,7 +5,10 @@ The scorecard's grid is fixed, and a policy can come to fit it. This draws scena
 `h200-shared`, or H200s with and without `--cache-lru 8`), every card's cache classic,
 `--cache-lru 8` or `--cache-lru 22`, K from 1 to 3N checkpoints, Zipf s 0.6-1.4, and every
 arrival pattern of the simulator (Poisson and bursty at 25-95 % of capacity, sessions, batches
-of 40-250, bursts of 2-16 on an idle farm, one client). Each runs every policy on `--seeds`
+of 40-250, bursts of 2-16 on an idle farm, one client); one in four starts fresh, as `serve`
+starts a farm with nothing preloaded (every worker empty, its first job paying the card's first
+use), the others with worker i holding the i-th most popular checkpoint. Each runs every
+policy on `--seeds`
 seeds; a scenario's score is ours / the best baseline on its worst measure (mean and p95
 latency, goodput, and makespan for batches and bursts; lower-is-better inverted), so 1.0 is a
 tie and below 0.97 a loss worth a look.
@@ -37,6 +40,15 @@ PROFILES = (("h200",), ("h200", "rtx4070ti"), ("h200", "rtx4070ti", "h200-shared
 ARRIVALS = ("poisson", "poisson", "bursty", "session", "batch", "bursts", "sequential")
 
 Means = Mapping[str, Mapping[str, float]]
+
+
+FRESH_SHARE = 0.25
+"""Scenarios that start on a fresh farm, drawn from a generator of their own (`fresh_draws`)
+so that adding them left every other draw of a `--seed` as it was."""
+
+
+def fresh_draws(seed: int) -> random.Random:
+    return random.Random(f"fresh {seed}")
 
 
 def draw(rng: random.Random) -> Scenario:
@@ -125,7 +137,8 @@ def label(scenario: Scenario) -> str:
         "bursts": f"bursts of {s.burst}",
         "sequential": "one client",
     }.get(s.arrival, f"{s.arrival} at {s.load:.0%}")
-    return f"{shape} on {s.farm}, K={s.k}, s={s.zipf_s}"
+    fresh = ", fresh" if s.fresh else ""
+    return f"{shape} on {s.farm}{fresh}, K={s.k}, s={s.zipf_s}"
 
 
 def report(scored: Sequence[Scored], command: str, wall_s: float, seeds: int) -> str:
@@ -167,8 +180,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
-    rng = random.Random(args.seed)
-    bases = [draw(rng) for _ in range(args.scenarios)]
+    rng, fresh = random.Random(args.seed), fresh_draws(args.seed)
+    bases = [replace(draw(rng), fresh=fresh.random() < FRESH_SHARE) for _ in range(args.scenarios)]
     runs = [(s, p) for base in bases for s in at_seeds(base, args.seeds) for p in POLICIES]
     began = time.perf_counter()
     with Pool(args.processes) as pool:

@@ -299,8 +299,7 @@ def _limits(settings: Settings) -> StoreLimits:
 
 def _link(handle: WorkerHandle, settings: Settings) -> WorkerLink:
     client = ComfyClient(handle.url, timeout_s=settings.worker_request_timeout_s)
-    launched = handle.spec.url is None
-    return WorkerLink(handle=handle, client=client, sid=relay_sid(handle.name), cold=launched)
+    return WorkerLink(handle=handle, client=client, sid=relay_sid(handle.name))
 
 
 def _add_error_handlers(app: FastAPI) -> None:

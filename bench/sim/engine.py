@@ -95,7 +95,8 @@ class WorkerState:
     """What the gateway would have learned (`learned_speeds`), else None: the truth is known."""
     cold: bool = False
     """It has run nothing (no initial checkpoint warmed up): its first job pays the card's
-    first-use penalty, and the gateway knows it is cold until that job ends."""
+    first-use penalty (CUDA's first use, the kernels' warm-up), as on a farm `serve` starts
+    with nothing preloaded."""
     _load_view: dict[str, float] | None = None
 
     @property
@@ -291,7 +292,6 @@ class Simulator:
             idle_since_s=worker.idle_since_s,
             cache_slots=worker.card.cache_slots,
             queued=tuple(models_of(view) for view, _ in worker.queue),
-            cold=worker.cold,
         )
 
     def believed(self, worker: WorkerState) -> WorkerView:

@@ -41,6 +41,10 @@ class Scenario:
     seed: int = 0
     burst: int = 1
     """Jobs per round for `bursts` arrivals (each round on an idle farm)."""
+    fresh: bool = False
+    """The farm as `serve` starts it with nothing preloaded: every worker empty and cold (its
+    first job pays its card's first use). Otherwise worker i holds the i-th most popular
+    checkpoint, warmed up."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,10 @@ def trace(scenario: Scenario) -> tuple[SimJob, ...]:
 
 
 def initial_models(scenario: Scenario) -> dict[str, str]:
-    """Pre-warmed farm: worker i holds the i-th most popular checkpoint (mod K)."""
+    """Pre-warmed farm: worker i holds the i-th most popular checkpoint (mod K); a fresh one
+    holds nothing."""
+    if scenario.fresh:
+        return {}
     models = catalogue(scenario.k, scenario.zipf_s)
     specs = parse_farm(scenario.farm)
     return {spec.name: models[i % len(models)].name for i, spec in enumerate(specs)}

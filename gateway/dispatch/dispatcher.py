@@ -220,7 +220,6 @@ class Dispatcher:
             queued=tuple(cost.models_of(job) for job, elapsed in held if elapsed is None),
             vram_free_mib=link.vram[0] if link.vram else None,
             vram_total_mib=link.vram[1] if link.vram else None,
-            cold=link.cold,
         )
         ordered = sorted(held, key=lambda item: item[1] is None)
         spent = [(job, elapsed or 0.0) for job, elapsed in ordered]

@@ -121,10 +121,6 @@ class WorkerLink:
     known: dict[str, Any] = field(default_factory=dict, repr=False)
     """Its last answer to each farm-wide GET (`/system_stats`, `/models`, ...), served when it
     is too slow to ask."""
-    cold: bool = False
-    """Its instance has run no prompt since it started: true for one this gateway launches
-    until its warm-up ran or a job that started here ended, and again after it exits; false
-    for a worker started elsewhere (nothing known of it)."""
 
     @property
     def cache_slots(self) -> int:
@@ -244,8 +240,6 @@ class WorkerLink:
         held = self.held.pop(job_id, None)
         if self.running == job_id:
             self.running = None
-        if held is not None and held.clock is not None:
-            self.cold = False  # a prompt ran here
         if not self.held:
             self.idle_since_s = clock()
         return held

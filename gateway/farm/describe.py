@@ -104,10 +104,9 @@ def _rounded(value: float | None) -> float | None:
 def learned_fields(link: WorkerLink, believed: WorkerView | None = None) -> dict[str, Any]:
     """What the gateway learned of the worker: per model family its speed, fixed seconds and
     the jobs observed; load seconds by model key (or family); the models believed in VRAM;
-    whether its instance has run nothing since it started (`cold`: placement adds its first
-    use to its next job); whether it started from a state saved before
-    (`gateway.farm.learned_store`); the card it is compared by; and what placement estimates
-    of what it never measured (`believed`, the dispatcher's
+    whether it started from a state saved before (`gateway.farm.learned_store`); the card it is
+    compared
+    by; and what placement estimates of what it never measured (`believed`, the dispatcher's
     view: `gateway.dispatch.estimated`)."""
     restored = link.restored
     return {
@@ -122,7 +121,6 @@ def learned_fields(link: WorkerLink, believed: WorkerView | None = None) -> dict
         },
         "load_s": {key: round(value, 3) for key, value in sorted(link.load_s.items())},
         "resident": list(link.resident),
-        "cold": link.cold,
         "restored": restored is not None,
         "restored_from": None
         if restored is None

@@ -89,7 +89,7 @@ class Supervision:
 
     async def _exited(self, link: WorkerLink, event: WorkerEvent) -> None:
         link.state = WorkerState.LOST
-        link.resident, link.last_checkpoint, link.cold = (), None, True
+        link.resident, link.last_checkpoint = (), None
         log.warning("worker %s exited (%s); %d jobs held", link.name, event.reason, len(link.held))
         await self.recovery.worker_exited(link, failure=event.failure)
         self._blame(link)
@@ -116,7 +116,7 @@ class Supervision:
             link.speed_book = probed(link.speed_book, result)
         if warmups:
             last = warmups[-1].checkpoint
-            link.last_checkpoint, link.resident, link.cold = last, (last,), False
+            link.last_checkpoint, link.resident = last, (last,)
             link.lessons += 1  # worth keeping (gateway.farm.learned_store saves what changed)
 
     async def release(self, link: WorkerLink, job_ids: set[str], *, failed: bool) -> None:

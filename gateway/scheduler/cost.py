@@ -17,14 +17,6 @@ DEFAULT_SPEED = 1.0
 DEFAULT_LOAD_S = 10.0
 """Seconds assumed to load a model key on a worker that knows no load at all (nothing
 measured anywhere: `gateway.scheduler.estimates` fills in what other workers measured)."""
-COLD_START_S = 2.0
-"""Extra seconds of the first job of an instance that has run nothing since it started
-(`WorkerView.cold`): CUDA's first use and the kernels' warm-up, beyond any load. The least
-measured on real cards (2.0 s, restarted H200 instances; the first job after boot took 5.2 s
-more, `workers/emulator/profiles/README.md`), so it never overstates it. Without it a job
-after the first went to a second, cold worker as readily as to the warm one: six jobs one
-after another on a fresh two-worker farm paid two first uses (3.5 s each on an RTX 4070 Ti)
-where one would do."""
 
 
 def models_of(job: JobView) -> frozenset[str]:
@@ -115,18 +107,11 @@ def resident_after_queue(worker: WorkerView) -> tuple[str, ...]:
     return resident
 
 
-def cold_s(worker: WorkerView) -> float:
-    """Seconds its next job pays for the instance's first use (0 once it ran a prompt)."""
-    return COLD_START_S if worker.cold else 0.0
-
-
 def completion_s(job: JobView, worker: WorkerView) -> float:
     """Expected seconds from now until the job would finish if sent to the worker now, behind
-    what it already holds: wait + a cold instance's first use + load of what will not be
-    resident + warm run."""
+    what it already holds: wait + load of what will not be resident + warm run."""
     resident = resident_after_queue(worker)
-    wait_s = worker.outstanding_s + cold_s(worker)
-    return wait_s + load_s(job, worker, resident) + run_s(job, worker)
+    return worker.outstanding_s + load_s(job, worker, resident) + run_s(job, worker)
 
 
 def is_warm(job: JobView, resident: Iterable[str]) -> bool:
@@ -140,14 +125,13 @@ def is_warm(job: JobView, resident: Iterable[str]) -> bool:
 
 def with_job(worker: WorkerView, job: JobView) -> WorkerView:
     """The worker as it will be once `job` is queued on it (residency and work carried on)."""
-    cost = cold_s(worker) + load_s(job, worker, resident_after_queue(worker)) + run_s(job, worker)
+    cost = load_s(job, worker, resident_after_queue(worker)) + run_s(job, worker)
     return replace(
         worker,
         free_slots=worker.free_slots - 1,
         outstanding=worker.outstanding + 1,
         outstanding_s=worker.outstanding_s + cost,
         queued=(*worker.queued, models_of(job)),
-        cold=False,
     )
 
 

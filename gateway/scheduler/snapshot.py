@@ -92,9 +92,6 @@ class WorkerView:
     and of the farm (`gateway.scheduler.estimates`)."""
     estimated_load: frozenset[str] = frozenset()
     """Keys in `load_s` it never measured, estimated likewise."""
-    cold: bool = False
-    """Its instance has run no prompt since it started (no warm-up either): its next job also
-    pays CUDA's first use and the kernels' warm-up (`cost.COLD_START_S`)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gateway.scheduler.cost import cold_s, load_s, models_of, resident_after_queue, run_s, touch
+from gateway.scheduler.cost import load_s, models_of, resident_after_queue, run_s, touch
 from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
 
 
@@ -20,8 +20,7 @@ class Lane(NamedTuple):
     """The worker's."""
     worker: WorkerView
     ready_s: float
-    """Absolute time at which it will have finished everything planned for it (a cold
-    instance's first use counted once, as if planned first)."""
+    """Absolute time at which it will have finished everything planned for it."""
     resident: tuple[str, ...]
     """Model keys it will hold then, most recently used first."""
     slots: int
@@ -35,7 +34,7 @@ def lanes_of(snapshot: Snapshot) -> dict[str, Lane]:
         worker.name: Lane(
             worker.name,
             worker,
-            now_s + max(worker.outstanding_s, 0.0) + cold_s(worker),
+            now_s + max(worker.outstanding_s, 0.0),
             resident_after_queue(worker) if worker.queued else worker.resident,
             max(worker.free_slots, 0),
         )

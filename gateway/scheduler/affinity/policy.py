@@ -13,9 +13,7 @@ tests/unit/gateway/scheduler/test_invariants.py):
    it, and then only until it has waited beside the idle worker as long as that load plus the
    idle card's extra run time over the fastest card (`choice.hold_bound_s`). When it waits
    for the holders of its models, that clock starts once the first of them is due to free
-   (`choice.overdue_s`): no load is forced just before a holder frees. An instance that has
-   run nothing since it started is seen free only after its first use (`cost.cold_s`), so it
-   is left alone while a warm one finishes as soon. Nor does a job wait
+   (`choice.overdue_s`): no load is forced just before a holder frees. Nor does a job wait
    behind its group's next one while a slower idle holder finishes it before the clearly
    faster holders, serving the group in order, could reach it (`choice.first_behind`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than

@@ -105,10 +105,9 @@ def test_the_policy_is_told_the_cache_size_the_gateway_would_tell_it(farm: str, 
     assert view.cache_slots == slots
 
 
-def test_a_worker_that_never_ran_pays_its_first_use_once_and_is_told_cold() -> None:
+def test_a_worker_that_never_ran_pays_its_first_use_once() -> None:
     """As an instance the gateway starts with nothing preloaded: the first job there pays the
-    card's first-use penalty (the emulator's `first_job_penalty_s`), and the policy sees it
-    cold until that job ends (`WorkerView.cold`); the jobs after it do not pay it."""
+    card's first-use penalty (the emulator's `first_job_penalty_s`); the jobs after it do not."""
     scenario = Scenario(farm="uniform2", k=1, jobs=8, arrival="batch", seed=4)
     cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
     families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
@@ -116,8 +115,6 @@ def test_a_worker_that_never_ran_pays_its_first_use_once_and_is_told_cold() -> N
     config = SimConfig()
     policy = build_policy("affinity")
     sim = Simulator(policy, cards, families, {first: next(iter(families))}, config, config.slots)
-    shown = {view.name: view.cold for view in sim.snapshot(0.0).workers}
-    assert shown == {first: False, second: True}
     result = sim.run(trace(scenario))
     on_second = sorted((r for r in result.records if r.worker == second), key=lambda r: r.start_s)
     assert len(on_second) >= 2
@@ -127,3 +124,11 @@ def test_a_worker_that_never_ran_pays_its_first_use_once_and_is_told_cold() -> N
         penalty_s = card.model.first_job_penalty_s() if i == 0 else 0.0
         assert record.run_s == pytest.approx(warm_s + penalty_s, rel=0.05), i
     assert not sim.workers[second].cold
+
+
+def test_a_fresh_farm_starts_empty_and_cold_and_finishes_its_jobs() -> None:
+    scenario = Scenario(farm="2*h200,2*rtx4070ti", k=4, jobs=24, arrival="batch", fresh=True)
+    assert initial_models(scenario) == {}
+    outcome = simulate(scenario, "affinity")
+    assert outcome.summary.finished == 24
+    assert outcome.lower_bound_s > 0 and outcome.summary.makespan_s >= outcome.lower_bound_s

@@ -7,12 +7,10 @@ from types import MappingProxyType
 
 import pytest
 
-from gateway.dispatch.links import Held, Links, WorkerLink
+from gateway.dispatch.links import Links, WorkerLink
 from gateway.learning import speed as learned
-from gateway.learning.timing import NodeClock
 from gateway.recovery.lifecycle import Supervision, probed
 from workers.client import ComfyClient
-from workers.supervision.events import LifecycleKind, WorkerEvent
 from workers.supervision.launch import WorkerHandle, WorkerSpec
 from workers.warmup.prompts import Phase, WarmupResult
 
@@ -90,33 +88,3 @@ def test_the_probe_is_learned_under_the_family_of_the_checkpoint_name() -> None:
     result = WarmupResult(SD15, 5.0, "sdxl", probe_units=2.62144, probe_s=0.7)
 
     assert set(probed({}, result)) == {"sd15"}
-
-
-class _Recovery:
-    """What `Supervision` asks of recovery when a worker exits: nothing held here."""
-
-    culprits: dict[str, str] = {}
-
-    async def worker_exited(self, link: WorkerLink, *, failure: bool) -> None:
-        return None
-
-
-async def test_an_instance_is_cold_until_a_prompt_ran_and_again_after_it_exits(
-    link: WorkerLink,
-) -> None:
-    """Cold: its next job pays CUDA's first use (`cost.COLD_START_S`), which placement counts."""
-    supervision = Supervision(Links([link]), _Recovery(), None, nothing)  # type: ignore[arg-type]
-    link.cold = True
-    supervision.seed(link, ())  # ready with nothing preloaded: still cold
-    assert link.cold
-    link.hold("j1", Held(attempt=1, client_id=None))
-    link.release("j1")  # sent but never started (withdrawn): nothing ran
-    assert link.cold
-    link.hold("j2", Held(attempt=1, client_id=None, clock=NodeClock(started_s=1.0)))
-    link.release("j2")
-    assert not link.cold
-
-    await supervision.on_event(WorkerEvent(LifecycleKind.EXITED, "w", 2.0, failure=True))
-    assert link.cold and link.resident == ()
-    supervision.seed(link, (warmed(SDXL, None),))  # its warm-up ran a prompt
-    assert not link.cold

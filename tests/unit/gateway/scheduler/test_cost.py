@@ -76,12 +76,3 @@ def test_completion_waits_for_the_queue_and_loads_behind_it() -> None:
     # After the queued job the worker holds b, so a job on a must load it again.
     assert cost.resident_after_queue(w) == ("b",)
     assert cost.completion_s(job("x", "a"), w) == pytest.approx(3.0 + 4.0 + 1.0)
-
-
-def test_a_cold_instance_pays_its_first_use_once() -> None:
-    """Its first job waits for CUDA's first use; the jobs queued behind it do not again."""
-    cold = worker("w", resident=("a",), cold=True)
-    assert cost.completion_s(job("x", "a"), cold) == pytest.approx(cost.COLD_START_S + 1.0)
-    after = cost.with_job(cold, job("x", "a"))
-    assert not after.cold
-    assert cost.completion_s(job("y", "a"), after) == pytest.approx(cost.COLD_START_S + 2.0)

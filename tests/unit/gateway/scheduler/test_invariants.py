@@ -146,29 +146,8 @@ def test_a_job_left_to_a_stalled_fast_holder_is_skipped_only_within_the_bound() 
 def test_a_lone_job_on_an_idle_farm_never_waits_whatever_the_cards() -> None:
     for speeds in [(10.0, 10.0), (40.0, 5.0), (5.0, 40.0)]:
         for resident in [(), ("m1",), ("m2",)]:
-            for cold in [(False, False), (True, True), (False, True), (True, False)]:
-                workers = [
-                    worker("a", resident, speed=speeds[0], cold=cold[0]),
-                    worker("b", (), speed=speeds[1], cold=cold[1]),
-                ]
-                assert len(placed(snap(0.0, [job("j", "m1")], workers))) == 1
-
-
-WARM_AND_COLD = [worker("warm", ("m2",)), worker("cold", (), cold=True)]
-"""Two idle workers of one card, neither holding m1 or m3; "cold" has run nothing since it
-started, so its first job also pays the instance's first use (`cost.COLD_START_S`, 2 s)."""
-
-
-def test_a_cold_instance_is_priced_with_its_first_use() -> None:
-    """A load finishes 2 s later on the cold instance (7 s against 5 s), so it goes to the warm
-    one, although the cold one evicts nothing. Without the surcharge the two tied and the
-    cold one won on eviction, so jobs one after another on a fresh farm each paid a first use.
-    A burst still uses the cold one where it shortens the makespan (guarantee 2)."""
-    out = placed(snap(0.0, [job("a", "m1")], WARM_AND_COLD))
-    assert [(a.worker, a.why.done_s if a.why else None) for a in out] == [("warm", 5.0)]
-    assert out[0].why is not None and out[0].why.runner_up_done_s == pytest.approx(7.0)
-    burst = placed(snap(0.0, [job("a", "m1"), job("b", "m3")], WARM_AND_COLD))
-    assert {a.worker for a in burst} == {"warm", "cold"}
+            workers = [worker("a", resident, speed=speeds[0]), worker("b", (), speed=speeds[1])]
+            assert len(placed(snap(0.0, [job("j", "m1")], workers))) == 1
 
 
 def random_farm(rng: random.Random) -> Snapshot:
@@ -185,7 +164,6 @@ def random_farm(rng: random.Random) -> Snapshot:
                 outstanding_s=rng.uniform(0.5, 20.0) * held,
                 speed=rng.choice([5.0, 10.0, 20.0]),
                 load_s=rng.choice([1.0, 4.0, 10.0]),
-                cold=rng.random() < 0.2,
             )
         )
     jobs = [
