@@ -413,13 +413,19 @@ def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
     """What the gateway knows of a worker once its warm-up of `checkpoint` ran
     (`gateway.recovery.lifecycle.Supervision.seed`): the cold read from disk as the load of the
     checkpoint and of its family, the speed probe (one warm job of `PROBE_STEPS` at the family's
-    native size) as its family's speed. Other families stay unmeasured until a job of theirs runs
-    (placement estimates them from the farm meanwhile: `gateway.scheduler.estimates`)."""
-    side = native_size_px(family)
-    probe_s = card.warm_s(JobShape("", family, PROBE_STEPS, side, side))
+    native size, then at half its side) as its family's speed (`speed.seed_from_probes`). Other
+    families stay unmeasured until a job of theirs runs (placement estimates them from the farm
+    meanwhile: `gateway.scheduler.estimates`)."""
+    points = []
+    for small in (False, True):
+        side = native_size_px(family) // (2 if small else 1)
+        seconds = card.warm_s(JobShape("", family, PROBE_STEPS, side, side))
+        points.append((probe_work_units(family, small=small), seconds))
+    estimate = learned.seed_from_probes(points)
+    assert estimate is not None
     read_s = card.model.read_s(family, LoadTier.DISK)
     return Knowledge(
-        book={family: learned.seed(probe_work_units(family), probe_s)},
+        book={family: estimate},
         load_s={checkpoint: read_s, family: read_s},
         resident=(checkpoint,),
     )

@@ -45,6 +45,8 @@ def supervision_fields(status: WorkerStatus | None) -> dict[str, Any]:
                 "phase_s": {str(k): round(v, 3) for k, v in result.phase_s.items()},
                 "probe_units": _rounded(result.probe_units),
                 "probe_s": _rounded(result.probe_s),
+                "small_units": _rounded(result.small_units),
+                "small_s": _rounded(result.small_s),
             }
             for result in status.warmups
         ],

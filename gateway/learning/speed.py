@@ -22,7 +22,7 @@ instance (card + launch flags) and family. Pure: every function returns a new es
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 
@@ -87,6 +87,31 @@ def seed(
     fixed = seconds * fixed_share
     per_unit = (seconds - fixed) / max(work_units, 1e-9)
     return _seeded(SpeedEstimate(fixed, per_unit), work_units, seconds, learning.prior_weight)
+
+
+MAX_FIXED_SHARE = 0.9
+"""The most of a probe's seconds two probe sizes may call fixed (noise on two close times
+could call it all fixed, or less than none)."""
+
+
+def seed_from_probes(
+    points: Sequence[tuple[float, float]], learning: Learning = Learning()
+) -> SpeedEstimate | None:
+    """An estimate from the warm-up's speed probes, (work units, seconds) each, the largest
+    first: one seeds with the default split; two give the split too (the line through them:
+    what is paid whatever the size is fixed), and the second is then one more observation.
+    None without a usable probe."""
+    usable = [(units, seconds) for units, seconds in points if units > 0 and seconds > 0]
+    if not usable:
+        return None
+    units, seconds = usable[0]
+    if len(usable) == 1 or usable[1][0] >= units:
+        return seed(units, seconds, learning=learning)
+    small_units, small_s = usable[1]
+    per_unit = (seconds - small_s) / (units - small_units)
+    share = min(max(1.0 - units * per_unit / seconds, 0.0), MAX_FIXED_SHARE)
+    estimate = seed(units, seconds, fixed_share=share, learning=learning)
+    return observe(estimate, small_units, small_s, learning)
 
 
 def _seeded(prior: SpeedEstimate, work_units: float, seconds: float, w: float) -> SpeedEstimate:

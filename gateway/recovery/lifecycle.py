@@ -32,21 +32,20 @@ log = logging.getLogger(__name__)
 def probed(
     book: Mapping[str, learned.SpeedEstimate], result: WarmupResult
 ) -> Mapping[str, learned.SpeedEstimate]:
-    """The speed book once `result`'s speed probe (a warm job) is taken in: it seeds its
-    family's estimate, or is one more observation of an estimate already there (restored, or
-    probed on an earlier checkpoint of the family)."""
+    """The speed book once `result`'s speed probes (warm jobs at two sizes) are taken in: they
+    seed its family's estimate (`speed.seed_from_probes`), or are more observations of an
+    estimate already there (restored, or probed on an earlier checkpoint of the family)."""
     family = family_of(result.checkpoint)  # the family its jobs are learned under
-    if result.probe is None or family == "unknown":
-        return book
-    units, seconds = result.probe
-    if units <= 0 or seconds <= 0:
+    points = [(units, seconds) for units, seconds in result.probes if units > 0 and seconds > 0]
+    if not points or family == "unknown":
         return book
     known = book.get(family)
     if known is None:
-        estimate = learned.seed(units, seconds)
-    else:
-        estimate = learned.observe(known, units, seconds)
-    return {**book, family: estimate}
+        estimate = learned.seed_from_probes(points)
+        return book if estimate is None else {**book, family: estimate}
+    for units, seconds in points:
+        known = learned.observe(known, units, seconds)
+    return {**book, family: known}
 
 
 class Supervision:

@@ -85,10 +85,16 @@ def warmup_prompt(
 
 
 def probe_prompt(
-    checkpoint: str, family: str | None = None, *, steps: int = PROBE_STEPS, seed: int | None = None
+    checkpoint: str,
+    family: str | None = None,
+    *,
+    steps: int = PROBE_STEPS,
+    seed: int | None = None,
+    small: bool = False,
 ) -> dict[str, Any]:
     """The speed probe: the warm-up's graph (same node ids) at the family's native size
-    (`native_size_px`), `steps` steps, batch 1, a fresh seed unless `seed` is given.
+    (`native_size_px`), or at half its side with `small`, `steps` steps, batch 1, a fresh seed
+    unless `seed` is given.
 
     Its positive text differs from the warm-up's, its negative one does not: after the warm-up
     only the loader and the negative encoder are cached, as for a typical warm job. Raises
@@ -96,7 +102,8 @@ def probe_prompt(
     """
     if steps < 1:
         raise ValueError(f"the speed probe needs at least one step, got {steps}")
-    return _txt2img(checkpoint, family, "speed probe", native_size_px(family), steps, seed)
+    side = native_size_px(family) // (2 if small else 1)
+    return _txt2img(checkpoint, family, "speed probe", side, steps, seed)
 
 
 def native_size_px(family: str | None) -> int:
@@ -104,10 +111,10 @@ def native_size_px(family: str | None) -> int:
     return NATIVE_SIZE_PX.get(family or "", DEFAULT_SIZE_PX)
 
 
-def probe_work_units(family: str | None, steps: int = PROBE_STEPS) -> float:
+def probe_work_units(family: str | None, steps: int = PROBE_STEPS, *, small: bool = False) -> float:
     """The probe's work units, counted as the gateway counts a job's
     (`workers.comfy.workflow.work_units`), so its seconds seed the same speed model."""
-    return work_units(probe_prompt("probe.safetensors", family, steps=steps, seed=0))
+    return work_units(probe_prompt("probe.safetensors", family, steps=steps, seed=0, small=small))
 
 
 def probe_seconds(node_s: Mapping[str, float]) -> float:
@@ -181,14 +188,25 @@ class WarmupResult:
     phase_s: Mapping[Phase, float] = field(default_factory=lambda: MappingProxyType({}), hash=False)
     probe_units: float | None = None
     probe_s: float | None = None
+    small_units: float | None = None
+    small_s: float | None = None
+    """The same probe at half the side (`probe_prompt(small=True)`), when it ran: a second
+    size tells the seconds a job pays per step whatever its size (a fast card's small images
+    are bound by them: an H200 ran SD1.5 at 512x512 at half the speed per work unit its larger
+    jobs showed) from those per work unit."""
 
     def __post_init__(self) -> None:
         if self.seconds < 0 or any(value < 0 for value in self.phase_s.values()):
             raise ValueError(f"negative warm-up time for {self.checkpoint!r}")
-        if (self.probe_units is None) != (self.probe_s is None):
-            raise ValueError(f"a speed probe of {self.checkpoint!r} needs both units and seconds")
-        if (self.probe_units or 0.0) < 0 or (self.probe_s or 0.0) < 0:
-            raise ValueError(f"negative speed probe for {self.checkpoint!r}")
+        for units, seconds in ((self.probe_units, self.probe_s), (self.small_units, self.small_s)):
+            if (units is None) != (seconds is None):
+                raise ValueError(
+                    f"a speed probe of {self.checkpoint!r} needs both units and seconds"
+                )
+            if (units or 0.0) < 0 or (seconds or 0.0) < 0:
+                raise ValueError(f"negative speed probe for {self.checkpoint!r}")
+        if self.small_units is not None and self.probe_units is None:
+            raise ValueError(f"a small probe of {self.checkpoint!r} without the probe")
         # A private read-only copy: the caller's dict may change later, this record may not.
         object.__setattr__(self, "phase_s", MappingProxyType(dict(self.phase_s)))
 
@@ -203,3 +221,11 @@ class WarmupResult:
         if self.probe_units is None or self.probe_s is None:
             return None
         return self.probe_units, self.probe_s
+
+    @property
+    def probes(self) -> tuple[tuple[float, float], ...]:
+        """(work units, seconds) of each probe that ran, the native size first."""
+        points = [self.probe]
+        if self.small_units is not None and self.small_s is not None:
+            points.append((self.small_units, self.small_s))
+        return tuple(point for point in points if point is not None)

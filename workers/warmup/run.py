@@ -79,34 +79,40 @@ async def warm_up(
             started_s = clock()
             node_s = await session.run(warmup_prompt(checkpoint, family), timeout_s)
             seconds = clock() - started_s
-            probe = await _probe(session, checkpoint, family, probe_steps, timeout_s)
+            points = await _probe(session, checkpoint, family, probe_steps, timeout_s)
     except TimeoutError:
         raise WarmupError(f"warm-up of {checkpoint} took longer than {timeout_s:g} s") from None
     except WorkerError as exc:
         raise WarmupError(f"warm-up of {checkpoint} failed: {exc}") from exc
-    units, probe_s = probe if probe is not None else (None, None)
-    return WarmupResult(checkpoint, seconds, family, phase_seconds(node_s), units, probe_s)
+    none: tuple[float | None, float | None] = (None, None)
+    native, small = (*points, none, none)[:2]
+    return WarmupResult(checkpoint, seconds, family, phase_seconds(node_s), *native, *small)
 
 
 async def _probe(
     session: _Session, checkpoint: str, family: str, steps: int, timeout_s: float
-) -> tuple[float, float] | None:
-    """(work units, seconds of the non-loader nodes) of the speed probe; None when disabled
-    (`steps` 0) or when it failed, which must not fail the worker's start.
+) -> list[tuple[float, float]]:
+    """(work units, seconds of the non-loader nodes) of the speed probe at the family's native
+    size, then at half its side; none when disabled (`steps` 0), and only those that ran when
+    one failed, which must not fail the worker's start.
 
-    The probe runs `PROBE_RUNS` times and the last run is timed: the first at the family's
-    native size still pays CUDA's first use of that shape (kernel selection, the VAE's first
-    decode at that size), which made an H200 look 5-8x slower than its warm jobs."""
+    Each size runs `PROBE_RUNS` times and the last run is timed: the first at a size still
+    pays CUDA's first use of that shape (kernel selection, the VAE's first decode at that
+    size), which made an H200 look 5-8x slower than its warm jobs."""
+    points: list[tuple[float, float]] = []
     if steps <= 0:
-        return None
-    try:
-        for _ in range(PROBE_RUNS):
-            node_s = await session.run(probe_prompt(checkpoint, family, steps=steps), timeout_s)
-    except (TimeoutError, WorkerError, WarmupError) as exc:
-        why = (str(exc) or type(exc).__name__)[:300]
-        log.warning("speed probe of %s failed (%s); speeds come from jobs", checkpoint, why)
-        return None
-    return probe_work_units(family, steps), probe_seconds(node_s)
+        return points
+    for small in (False, True):
+        try:
+            for _ in range(PROBE_RUNS):  # each a fresh seed: an identical prompt runs cached
+                prompt = probe_prompt(checkpoint, family, steps=steps, small=small)
+                node_s = await session.run(prompt, timeout_s)
+        except (TimeoutError, WorkerError, WarmupError) as exc:
+            why = (str(exc) or type(exc).__name__)[:300]
+            log.warning("speed probe of %s failed (%s); speeds come from jobs", checkpoint, why)
+            return points
+        points.append((probe_work_units(family, steps, small=small), probe_seconds(node_s)))
+    return points
 
 
 async def _node_seconds(

@@ -6,7 +6,13 @@ import random
 
 import pytest
 
-from gateway.learning.speed import SpeedEstimate, observe, seed, views
+from gateway.learning.speed import (
+    SpeedEstimate,
+    observe,
+    seed,
+    seed_from_probes,
+    views,
+)
 
 FIXED, PER_UNIT = 0.4, 0.08  # the "true" card: 0.4 s + 0.08 s per work unit
 
@@ -25,6 +31,41 @@ def learn(est: SpeedEstimate, jobs: int, rng: random.Random, scale: float = 1.0)
 def test_a_warm_up_seed_is_usable_at_once() -> None:
     est = seed(5.0, true_s(5.0))
     assert est.predict_s(5.0) == pytest.approx(true_s(5.0))
+
+
+def test_two_probe_sizes_seed_both_parts_of_the_line() -> None:
+    """One probe keeps the assumed split (wrong here: a fifth of 1.2 s fixed, not a third), so a
+    job four times its size is mispredicted; two sizes seed the line through them."""
+    probes = [(10.0, true_s(10.0)), (2.5, true_s(2.5))]
+    two = seed_from_probes(probes)
+    assert two is not None
+    assert two.fixed_s == pytest.approx(FIXED) and two.per_unit_s == pytest.approx(PER_UNIT)
+    assert two.predict_s(40.0) == pytest.approx(true_s(40.0))
+    one = seed_from_probes(probes[:1])
+    assert one is not None and one.predict_s(10.0) == pytest.approx(true_s(10.0))
+    assert one.predict_s(40.0) > 1.1 * true_s(40.0)
+
+
+@pytest.mark.parametrize(
+    ("probes", "fixed_at_least", "fixed_at_most"),
+    [
+        ([(10.0, 1.0), (2.5, 1.0)], 0.8, 0.95),  # no slope: mostly fixed, the seed's capped
+        ([(10.0, 1.0), (2.5, 0.3)], 0.0, 0.1),  # steeper than through the origin: none fixed
+    ],
+)
+def test_noisy_probes_keep_the_split_within_bounds(
+    probes: list[tuple[float, float]], fixed_at_least: float, fixed_at_most: float
+) -> None:
+    estimate = seed_from_probes(probes)
+    assert estimate is not None
+    assert fixed_at_least <= estimate.fixed_s <= fixed_at_most
+    assert estimate.per_unit_s > 0
+    assert estimate.predict_s(10.0) == pytest.approx(1.0, rel=0.05)
+
+
+def test_no_usable_probe_seeds_nothing() -> None:
+    assert seed_from_probes([]) is None
+    assert seed_from_probes([(0.0, 1.0), (2.0, 0.0)]) is None
 
 
 def test_mixed_sizes_recover_fixed_and_per_unit_time() -> None:

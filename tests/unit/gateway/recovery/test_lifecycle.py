@@ -88,3 +88,17 @@ def test_the_probe_is_learned_under_the_family_of_the_checkpoint_name() -> None:
     result = WarmupResult(SD15, 5.0, "sdxl", probe_units=2.62144, probe_s=0.7)
 
     assert set(probed({}, result)) == {"sd15"}
+
+
+def test_probes_at_two_sizes_seed_the_fixed_and_the_per_unit_seconds(link: WorkerLink) -> None:
+    def card_s(units: float) -> float:
+        return 0.5 + 0.1 * units  # a card paying 0.5 s whatever the size
+
+    units = SDXL_UNITS
+    result = WarmupResult(
+        SDXL, 9.0, None, {Phase.LOAD: 2.0}, units, card_s(units), units / 4, card_s(units / 4)
+    )
+    seeding().seed(link, (result,))
+    estimate = link.speed_book["sdxl"]
+    assert estimate.fixed_s == pytest.approx(0.5)
+    assert estimate.predict_s(4 * units) == pytest.approx(card_s(4 * units))

@@ -170,3 +170,41 @@ async def test_the_emulator_times_the_probe_as_a_warm_job_and_it_seeds_a_usable_
     twenty = work_units(probe_prompt(SDXL, "sdxl", steps=20))
     predicted_s = learned.seed(units, probe_s).predict_s(twenty)
     assert 0.8 * warm_s(20) <= predicted_s <= 1.6 * warm_s(20)
+
+
+SD15 = "v1-5-pruned-emaonly.safetensors"
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    work = tmp_path_factory.mktemp("probe-h200")
+    extra = ("--profile", "h200", "--checkpoints", SD15)
+    with running_emulator(work, *extra, time_scale=PROBE_SCALE) as running:
+        yield running
+
+
+async def test_two_probe_sizes_tell_the_per_step_seconds_from_the_per_unit_ones(
+    h200: Running,
+) -> None:
+    """An H200 runs SD1.5 at 512x512 bound by its per-step seconds (0.031 s a step against
+    0.016 s of per-megapixel work): seeded from that one size, a 768x768 job of 30 steps was
+    predicted 1.4x its time. The probe at half the side gives the line through both sizes."""
+    client = ComfyClient(h200.url)
+    try:
+        result = await warm_up(client, SD15, timeout_s=10)
+    finally:
+        await client.aclose()
+    assert len(result.probes) == 2
+    (units, seconds), (small_units, small_s) = result.probes
+    assert small_units == pytest.approx(units / 4)
+    assert small_s < seconds
+
+    model = CostModel(load_profile("h200"), LaunchFlags())
+    shape = JobShape(SD15, "sd15", 30, 768, 768)
+    true_s = job_phases(model, shape, load_tier=None, first_job=False).total_s * PROBE_SCALE
+    big = work_units(probe_prompt(SD15, "sd15", steps=30)) * (768 / 512) ** 2
+    two = learned.seed_from_probes(result.probes)
+    one = learned.seed_from_probes(result.probes[:1])
+    assert two is not None and one is not None
+    assert 0.8 * true_s <= two.predict_s(big) <= 1.25 * true_s
+    assert one.predict_s(big) > 1.3 * true_s  # what the single size believed
