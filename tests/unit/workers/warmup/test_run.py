@@ -136,19 +136,27 @@ async def test_the_probe_times_a_warm_run_not_the_first_at_the_native_size(
     assert result.probe_s < hang_s / 2
 
 
+def card(factory: pytest.TempPathFactory, profile: str, checkpoint: str) -> Iterator[Running]:
+    """An emulator of `profile` holding `checkpoint`, at the speed test's time scale."""
+    extra = ("--profile", profile, "--checkpoints", checkpoint)
+    with running_emulator(factory.mktemp(f"probe-{profile}"), *extra, time_scale=PROBE_SCALE) as e:
+        yield e
+
+
+def scaled_warm_s(profile: str, shape: JobShape) -> float:
+    """What the cost model of `profile` charges a warm job of `shape`, scaled."""
+    model = CostModel(load_profile(profile), LaunchFlags())
+    return job_phases(model, shape, load_tier=None, first_job=False).total_s * PROBE_SCALE
+
+
 @pytest.fixture(scope="module")
 def rtx4070ti(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    work = tmp_path_factory.mktemp("probe")
-    extra = ("--profile", "rtx4070ti", "--checkpoints", SDXL)
-    with running_emulator(work, *extra, time_scale=PROBE_SCALE) as running:
-        yield running
+    yield from card(tmp_path_factory, "rtx4070ti", SDXL)
 
 
 def warm_s(steps: int) -> float:
     """What the cost model charges a warm SDXL job of `steps` steps at 1024x1024, scaled."""
-    model = CostModel(load_profile("rtx4070ti"), LaunchFlags())
-    shape = JobShape(SDXL, "sdxl", steps, 1024, 1024)
-    return job_phases(model, shape, load_tier=None, first_job=False).total_s * PROBE_SCALE
+    return scaled_warm_s("rtx4070ti", JobShape(SDXL, "sdxl", steps, 1024, 1024))
 
 
 async def test_the_emulator_times_the_probe_as_a_warm_job_and_it_seeds_a_usable_speed(
@@ -177,10 +185,7 @@ SD15 = "v1-5-pruned-emaonly.safetensors"
 
 @pytest.fixture(scope="module")
 def h200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    work = tmp_path_factory.mktemp("probe-h200")
-    extra = ("--profile", "h200", "--checkpoints", SD15)
-    with running_emulator(work, *extra, time_scale=PROBE_SCALE) as running:
-        yield running
+    yield from card(tmp_path_factory, "h200", SD15)
 
 
 async def test_two_probe_sizes_tell_the_per_step_seconds_from_the_per_unit_ones(
@@ -199,9 +204,7 @@ async def test_two_probe_sizes_tell_the_per_step_seconds_from_the_per_unit_ones(
     assert small_units == pytest.approx(units / 4)
     assert small_s < seconds
 
-    model = CostModel(load_profile("h200"), LaunchFlags())
-    shape = JobShape(SD15, "sd15", 30, 768, 768)
-    true_s = job_phases(model, shape, load_tier=None, first_job=False).total_s * PROBE_SCALE
+    true_s = scaled_warm_s("h200", JobShape(SD15, "sd15", 30, 768, 768))
     big = work_units(probe_prompt(SD15, "sd15", steps=30)) * (768 / 512) ** 2
     two = learned.seed_from_probes(result.probes)
     one = learned.seed_from_probes(result.probes[:1])
