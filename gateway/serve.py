@@ -100,9 +100,9 @@ def main(argv: Sequence[str]) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    # A large placement decision runs on a thread (`Dispatcher._decide`); handing the GIL back
-    # every 1 ms instead of 5 shortens the event loop's longest wait meanwhile (18 to 7 ms
-    # on a busy machine, 4 ms on a quiet one: `python -m bench.looplag`).
+    # A large decision by a policy with no steps runs on a thread (`dispatcher.decisions`);
+    # handing the GIL back every 1 ms instead of 5 shortens the event loop's longest wait
+    # meanwhile (18 to 7 ms on a busy machine, 4 ms on a quiet one: `python -m bench.looplag`).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     lock = DataDirLock(settings.data_dir.resolve())
     try:

@@ -13,7 +13,7 @@ import numpy as np
 import gateway.scheduler  # noqa: F401  (registers the policies)
 from bench.deadline import Overrun, deadline
 from bench.decision.snapshots import CASES, Size, build_snapshot
-from gateway.scheduler.policy import Policy, make_policy
+from gateway.scheduler.policy import Policy, Stepwise, make_policy
 from gateway.scheduler.snapshot import Snapshot
 
 POLICIES = ("affinity", "swarm_like", "ect_greedy")
@@ -50,6 +50,13 @@ class Row:
     whatever else the machine runs."""
     cut: bool
     """The first call was still running at the cap: its one sample is a lower bound."""
+    gap_samples_ms: tuple[float, ...] = ()
+    """For a stepwise policy: CPU milliseconds from a call's start to its first assignment
+    and between two assignments, over every timed call: what a job waits on once the job
+    before it is placed, since the dispatcher sends each as it is made
+    (`gateway.dispatch.dispatcher.decisions`). Empty for the others."""
+    first_samples_ms: tuple[float, ...] = ()
+    """For a stepwise policy: CPU milliseconds from each call's start to its first assignment."""
 
     def pct_ms(self, q: float) -> float:
         """The q-th percentile of the wall-clock samples."""
@@ -59,21 +66,52 @@ class Row:
         """The q-th percentile of the CPU samples."""
         return float(np.percentile(self.cpu_samples_ms, q, method="higher"))
 
+    def gap_pct_ms(self, q: float) -> float | None:
+        """The q-th percentile of the CPU milliseconds per assignment (None: not stepwise)."""
+        if not self.gap_samples_ms:
+            return None
+        return float(np.percentile(self.gap_samples_ms, q, method="higher"))
+
+    def first_pct_ms(self, q: float) -> float | None:
+        """The q-th percentile of the CPU milliseconds to the first assignment."""
+        if not self.first_samples_ms:
+            return None
+        return float(np.percentile(self.first_samples_ms, q, method="higher"))
+
 
 @dataclass(frozen=True)
 class Sample:
-    """One call: wall-clock and CPU milliseconds."""
+    """One call: wall-clock and CPU milliseconds, and for a stepwise policy the CPU
+    milliseconds to each assignment from the one before it (the first: from the start)."""
 
     wall_ms: float
     cpu_ms: float
+    gaps_ms: tuple[float, ...] = ()
 
 
 def _timed(policy: Policy, snapshot: Snapshot) -> tuple[Sample, int]:
+    if isinstance(policy, Stepwise):
+        return _timed_steps(policy, snapshot)
     began_cpu = time.thread_time_ns()
     began = time.perf_counter_ns()
     placed = len(policy.assign(snapshot))
     wall_ns = time.perf_counter_ns() - began
     return Sample(wall_ns / 1e6, (time.thread_time_ns() - began_cpu) / 1e6), placed
+
+
+def _timed_steps(policy: Stepwise, snapshot: Snapshot) -> tuple[Sample, int]:
+    """`assign` as its steps (what `assign` is), with the CPU time to each assignment."""
+    gaps_ns: list[int] = []
+    began_cpu = last_cpu = time.thread_time_ns()
+    began = time.perf_counter_ns()
+    for step in policy.steps(snapshot):
+        if step is not None:
+            now_cpu = time.thread_time_ns()
+            gaps_ns.append(now_cpu - last_cpu)
+            last_cpu = now_cpu
+    wall_ns = time.perf_counter_ns() - began
+    cpu_ms = (time.thread_time_ns() - began_cpu) / 1e6
+    return Sample(wall_ns / 1e6, cpu_ms, tuple(gap / 1e6 for gap in gaps_ns)), len(gaps_ns)
 
 
 def measure(policy: Policy, snapshot: Snapshot, budget: Budget) -> tuple[list[Sample], int, bool]:
@@ -121,6 +159,8 @@ def time_row(case: str, size: Size, name: str, snapshot: Snapshot, budget: Budge
         samples_ms=tuple(sample.wall_ms for sample in samples),
         cpu_samples_ms=tuple(sample.cpu_ms for sample in samples),
         cut=cut,
+        gap_samples_ms=tuple(gap for sample in samples for gap in sample.gaps_ms),
+        first_samples_ms=tuple(sample.gaps_ms[0] for sample in samples if sample.gaps_ms),
     )
 
 

@@ -15,7 +15,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import Protocol
@@ -180,8 +180,9 @@ class Dispatcher:
         self._arrivals = learning.arrived(self._arrivals, shown)
         snapshot = replace(snapshot, demand_per_s=rates_at(self._arrivals.meter, now_s))
         claimed = 0
-        for assignment in await self._decide(snapshot):
-            claimed += await self._claim_and_send(assignment, chosen_at_ms=read_at_ms)
+        async with contextlib.aclosing(decisions(self.policy, snapshot)) as made:
+            async for assignment in made:
+                claimed += await self._claim_and_send(assignment, chosen_at_ms=read_at_ms)
         return claimed
 
     def _head_jobs(self) -> int:
@@ -199,9 +200,6 @@ class Dispatcher:
         """The other nodes' lanes, for a policy that binds late (an early binder's choice
         depends on its own history, which other nodes do not share)."""
         return () if binds_early(self.policy) else self.remote_lanes()
-
-    async def _decide(self, snapshot: Snapshot) -> list[Assignment]:
-        return await decide(self.policy, snapshot)
 
     def _view(self, link: WorkerLink) -> WorkerView:
         """The worker as the policy sees it, as the simulator builds it: what it learned
@@ -409,27 +407,38 @@ class Dispatcher:
         await tasks.stop(self._sends)
 
 
-async def decide(policy: Policy, snapshot: Snapshot) -> list[Assignment]:
-    """The policy's assignments, without holding the event loop (every client's requests and
-    sockets) for long: a small decision at once; a large one in the policy's steps with the
-    loop served whenever `STEP_S` has passed, or on a thread for a policy that has no steps
-    (pure Python holds the GIL, handed back every `sys.getswitchinterval()`), with the garbage
-    collector's passes deferred until it ends.
-    `bench.looplag` measures the loop's longest gap during one."""
+async def decisions(policy: Policy, snapshot: Snapshot) -> AsyncGenerator[Assignment, None]:
+    """The policy's assignments, each as soon as it is made (the dispatcher claims and sends
+    it before the next is made, so a job waits for the decisions before it, not for the
+    whole call), without holding the event loop (every client's requests and sockets) for
+    long: a small decision at once; a large one in the policy's steps with the loop served
+    whenever `STEP_S` has passed, or on a thread for a policy that has no steps (pure Python
+    holds the GIL, handed back every `sys.getswitchinterval()`), with the garbage
+    collector's passes deferred until it ends (close it, `contextlib.aclosing`, if not read
+    to the end). `bench.looplag` measures the loop's longest gap during one,
+    `bench.decision` the CPU time of each call and of each assignment."""
     if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
-        return policy.assign(snapshot)
+        for assignment in policy.assign(snapshot):
+            yield assignment
+        return
     with collections_deferred():
         if not isinstance(policy, Stepwise):
-            return await asyncio.to_thread(policy.assign, snapshot)
-        out: list[Assignment] = []
+            for assignment in await asyncio.to_thread(policy.assign, snapshot):
+                yield assignment
+            return
         since_s = time.perf_counter()
         for step in policy.steps(snapshot):
             if step is not None:
-                out.append(step)
+                yield step
             if time.perf_counter() - since_s >= STEP_S:
                 await asyncio.sleep(0)
                 since_s = time.perf_counter()
-        return out
+
+
+async def decide(policy: Policy, snapshot: Snapshot) -> list[Assignment]:
+    """Every assignment of `decisions`, once the call ends."""
+    async with contextlib.aclosing(decisions(policy, snapshot)) as made:
+        return [assignment async for assignment in made]
 
 
 @contextmanager

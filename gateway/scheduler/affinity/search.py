@@ -28,7 +28,7 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
 - A queue is the group's head and a cursor, not a copy; a lane is a named tuple.
 - `run` yields between steps of work over the queues or over the lanes once (a scan also
   after each queue weighed, which may look at every lane), so a caller on an event loop can
-  serve others meanwhile (`dispatcher.decide`).
+  serve others meanwhile (`dispatcher.decisions`).
 - Queues are ranked (`by_bound`, `by_ratio`) only when a scan first needs the order.
 
 Nothing here is a rule: ties break as the reference breaks them (the earlier queue in queue

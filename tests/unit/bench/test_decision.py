@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,9 +85,44 @@ def test_a_call_that_waits_counts_its_wall_time_but_not_as_cpu() -> None:
 
 
 def test_quick_mode_writes_the_table_and_the_plot(tmp_path: Path) -> None:
-    assert main(["--quick", "--policies", "swarm_like", "--out", str(tmp_path)]) == 0
+    assert main(["--quick", "--policies", "affinity,swarm_like", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "decision.md").read_text()
     assert "| burst | 10 x 2 x 1 |" in text
-    assert "swarm_like CPU p50 / p99 ms | swarm_like wall p50 / p99 / max ms (calls)" in text
-    assert "swarm_like assignments / CPU p50 ms each" in text
+    assert "affinity CPU p50 / p99 ms | affinity wall p50 / p99 / max ms (calls)" in text
+    assert "affinity assignments / CPU p50 ms each" in text
+    assert "affinity CPU per assignment p50 / p99 ms (to the first, p99)" in text
+    assert "| swarm_like CPU p50 / p99 ms |" in text
     assert (tmp_path / "decision.png").stat().st_size > 0
+
+
+@dataclass(frozen=True)
+class Paced:
+    """A stepwise policy that burns `busy_s` of CPU before each of its `count` assignments."""
+
+    busy_s: float
+    count: int = 4
+    name: str = "paced"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        return [step for step in self.steps(snapshot) if step is not None]
+
+    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
+        for job in snapshot.jobs[: self.count]:
+            began = time.thread_time()
+            while time.thread_time() - began < self.busy_s:
+                pass
+            yield None
+            yield Assignment(job.job_id, snapshot.workers[0].name)
+
+
+def test_a_stepwise_call_is_timed_per_assignment_too() -> None:
+    """Each assignment's CPU time from the one before: what a job waits on once the job
+    before it is placed, since the dispatcher sends each as it is made."""
+    snapshot = build_snapshot("burst", Size(10, 2, 1))
+    samples, placed, _ = measure(Paced(0.005), snapshot, Budget(min_reps=2, max_reps=2))
+    assert placed == 4
+    for sample in samples:
+        assert len(sample.gaps_ms) == 4
+        assert all(4.0 <= gap <= sample.cpu_ms / 2 for gap in sample.gaps_ms)
+        assert sum(sample.gaps_ms) <= sample.cpu_ms
+    assert all(not sample.gaps_ms for sample in measure(Sleepy(0.0), snapshot, TINY)[0])

@@ -1,10 +1,11 @@
-"""`dispatcher.decide`: a large decision by a stepwise policy is made on the event loop in
-steps, the loop serving others between them, with the assignments `assign` gives, and the
-garbage collector's passes deferred until it ends."""
+"""`dispatcher.decisions`: a large decision by a stepwise policy is made on the event loop in
+steps, the loop serving others between them, with the assignments `assign` gives, each handed
+to the caller as it is made, and the garbage collector's passes deferred until it ends."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import subprocess
 import sys
@@ -124,3 +125,45 @@ def test_serve_freezes_what_is_alive_before_it_serves() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(out.stdout) > 10_000
+
+
+@dataclass
+class Watching:
+    """A stepwise policy that notes, before each assignment it makes, how many of its
+    assignments the caller has already taken."""
+
+    taken: list[str]
+    before: list[int] = field(default_factory=list)
+    name: str = "watching"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        return [step for step in self.steps(snapshot) if step is not None]
+
+    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
+        for job in snapshot.jobs[:4]:
+            self.before.append(len(self.taken))
+            yield None
+            yield Assignment(job.job_id, snapshot.workers[0].name)
+
+
+async def test_each_assignment_reaches_the_caller_before_the_next_is_made(
+    large: Snapshot,
+) -> None:
+    """The dispatcher claims and sends a burst's first jobs while the rest are decided."""
+    taken: list[str] = []
+    policy = Watching(taken)
+    async for assignment in dispatcher.decisions(policy, large):
+        taken.append(assignment.job_id)
+    assert policy.before == [0, 1, 2, 3]
+    assert taken == [job.job_id for job in large.jobs[:4]]
+
+
+async def test_a_decision_left_unread_gives_the_collector_back_when_closed(
+    large: Snapshot,
+) -> None:
+    assert gc.isenabled()
+    async with contextlib.aclosing(dispatcher.decisions(Watching([]), large)) as made:
+        async for _ in made:
+            assert not gc.isenabled()
+            break
+    assert gc.isenabled()
