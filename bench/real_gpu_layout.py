@@ -18,6 +18,13 @@ times warm `X` (SDXL) jobs on the second by the worker's own clock (history's
 families, with the cases interleaved so that the card's streaks of fast and slow jobs fall on
 all of them alike: blocks of X, A, A, X, X on one instance, timing A after X, A after A, X
 after A and X after X (`--blocks` of them, 8 by default).
+
+`--cases beside` asks how much longer a checkpoint load takes while the card's other instance
+samples (the one-card runs saw 4.2-4.3 s for loads of 0.7-2.3 s alone). Instance 0 runs
+ComfyUI's classic cache, so A after B is a load (from the page cache: B is a link to A's
+file) and A after A is warm; each block times, on instance 0, A loading alone, A warm alone,
+A loading while instance 1 runs an X job posted just before, and A warm likewise; the load's
+extra beside the other instance is the first difference less the second.
 """
 
 from __future__ import annotations
@@ -65,17 +72,23 @@ def run(port: int, checkpoint: str, seed: int) -> float:
             return float(stamps["execution_success"] - stamps["execution_start"]) / 1000
 
 
+LRU = ("--cache-lru", "22")
+
+
 @contextmanager
-def instances(comfyui: Path) -> Iterator[tuple[int, int]]:
+def instances(
+    comfyui: Path, args: Sequence[tuple[str, ...]] = (LRU, LRU)
+) -> Iterator[tuple[int, int]]:
     """Two fresh ComfyUI instances on GPU 0, launched as the gateway launches them
-    (`workers.supervision.launch.comfyui_argv`); their ports; stopped on the way out."""
+    (`workers.supervision.launch.comfyui_argv`) with `args` each; their ports; stopped on
+    the way out."""
     with tempfile.TemporaryDirectory() as tmp:
         layout = FarmLayout(Path(tmp), Path(tmp) / "input")
         layout.frontend_dir.mkdir(parents=True)
         processes = []
         try:
             for i in range(2):
-                spec = WorkerSpec(f"w{i}", gpu=0, args=("--cache-lru", "22"), comfyui=comfyui)
+                spec = WorkerSpec(f"w{i}", gpu=0, args=args[i], comfyui=comfyui)
                 port = free_port()
                 env = worker_env(spec, comfy_env(comfyui))
                 process = ChildProcess(
@@ -139,6 +152,36 @@ class Rounds:
         for label in labels:
             print(f"{label:46} " + " ".join(f"{s:.2f}" for s in self.rows[label]), flush=True)
 
+    def beside(self, w0: int, w1: int, blocks: int) -> None:
+        """A load on instance 0 alone and while instance 1 samples, and a warm job likewise."""
+        labels = ("A load on 0 alone", "A warm on 0 alone", "A load on 0 beside X on 1",
+                  "A warm on 0 beside X on 1")  # fmt: skip
+        self.run(w1, X)
+        for _ in range(blocks):
+            times = []
+            for after, other in ((B, False), (A, False), (B, True), (A, True)):
+                self.run(w0, after)
+                times.append(self.beside_x(w0, w1) if other else self.run(w0, A))
+            for label, seconds in zip(labels, times, strict=True):
+                self.rows.setdefault(label, []).append(seconds)
+        for label in labels:
+            print(f"{label:46} " + " ".join(f"{s:.2f}" for s in self.rows[label]), flush=True)
+
+    def beside_x(self, w0: int, w1: int) -> float:
+        """A on instance 0 started once an X job posted to instance 1 is sampling."""
+        self.seed += 1
+        other = threading.Thread(target=run, args=(w1, X, self.seed))
+        other.start()
+        time.sleep(BESIDE_AFTER_S)
+        seconds = self.run(w0, A)
+        other.join()
+        return seconds
+
+
+BESIDE_AFTER_S = 0.3
+"""How long after posting the other instance's X job the timed one is posted: past its text
+encoding, early in its 2-3 s of sampling."""
+
 
 @contextmanager
 def polled(port: int) -> Iterator[None]:
@@ -173,17 +216,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--comfyui", type=Path, required=True)
     parser.add_argument("--make-ckpt", type=Path)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--cases", choices=("layout", "switch"), default="layout")
+    parser.add_argument("--cases", choices=("layout", "switch", "beside"), default="layout")
     parser.add_argument("--blocks", type=int, default=8, help="blocks of the switch case")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     comfyui = args.comfyui.resolve()
     print("checkpoints made:", make_checkpoints(comfyui, args.make_ckpt), flush=True)
     rounds = Rounds()
+    launch = ((), LRU) if args.cases == "beside" else (LRU, LRU)
     for _ in range(args.rounds):
-        with instances(comfyui) as (w0, w1):
+        with instances(comfyui, launch) as (w0, w1):
             if args.cases == "switch":
                 rounds.switches(w1, args.blocks)
+            elif args.cases == "beside":
+                rounds.beside(w0, w1, args.blocks)
             else:
                 rounds.one(w0, w1)
     if args.json:

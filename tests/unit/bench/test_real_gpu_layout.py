@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bench.real_gpu import A, X
+from bench.real_gpu import A, B, X
 from bench.real_gpu_layout import Rounds, run, table
 from tests.unit.workers.emulator.running import running_emulator
 
@@ -48,3 +48,31 @@ def test_the_switch_case_times_each_family_after_each_family_in_every_block(
         ]
     )
     assert all(len(times) == 2 and min(times) > 0.0 for times in rounds.rows.values())
+
+
+def test_the_beside_case_times_a_load_and_a_warm_job_alone_and_beside_the_other(
+    tmp_path: Path,
+) -> None:
+    """On two emulated instances (classic cache): A after B loads, A after A is warm, and each
+    is timed alone and while the other instance runs an X job."""
+    (tmp_path / "0").mkdir()
+    (tmp_path / "1").mkdir()
+    with (
+        running_emulator(tmp_path / "0", time_scale=0.05, more_checkpoints=(B,)) as first,
+        running_emulator(tmp_path / "1", time_scale=0.05, more_checkpoints=(X,)) as second,
+    ):
+        ports = [urlsplit(emulator.url).port for emulator in (first, second)]
+        assert ports[0] is not None and ports[1] is not None
+        rounds = Rounds()
+        rounds.beside(ports[0], ports[1], blocks=2)
+    rows = rounds.rows
+    assert sorted(rows) == sorted(
+        [
+            "A load on 0 alone",
+            "A warm on 0 alone",
+            "A load on 0 beside X on 1",
+            "A warm on 0 beside X on 1",
+        ]
+    )
+    assert all(len(times) == 2 and min(times) > 0.0 for times in rows.values())
+    assert min(rows["A load on 0 alone"]) > max(rows["A warm on 0 alone"])
