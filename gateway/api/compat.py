@@ -43,13 +43,12 @@ async def get_prompt(ctx: Ctx) -> Response:
 
 
 async def current_queue(ctx: Context) -> tuple[list[JobRecord], list[JobRecord]]:
-    """(running, waiting) jobs of the farm, the waiting ones by number."""
-    held = await ctx.store.get_many(await ctx.store.held_ids())
-    pending = await ctx.store.get_many(await ctx.store.pending_ids())
-    running = [job for job in held if job.state is JobState.RUNNING]
-    waiting = [job for job in held if job.state is JobState.ASSIGNED] + [
-        job for job in pending if job.state is JobState.PENDING
-    ]
+    """(running, waiting) jobs of the farm, the waiting ones by number: the held and pending
+    ids read at one instant (`JobStore.queued_ids`), each job placed by the state its record
+    has when read, so one claimed or started meanwhile is listed once, where it is then."""
+    jobs = await ctx.store.get_many(await ctx.store.queued_ids())
+    running = [job for job in jobs if job.state is JobState.RUNNING]
+    waiting = [job for job in jobs if job.state in (JobState.ASSIGNED, JobState.PENDING)]
     return running, sorted(waiting, key=lambda job: job.number)
 
 

@@ -356,6 +356,15 @@ class JobStore:
     async def held_ids(self) -> list[str]:
         return [str(i) for i in await self.redis.zrange(self.keys.leases, 0, -1)]
 
+    async def queued_ids(self) -> list[str]:
+        """The ids of every held and every pending job, read at one instant (a transaction):
+        a job claimed between two separate reads would be in neither."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.zrange(self.keys.leases, 0, -1)
+            pipe.zrange(self.keys.pending, 0, -1)
+            held, pending = await pipe.execute()
+        return list(dict.fromkeys(str(i) for i in (*held, *pending)))
+
     async def worker_job_ids(self, worker: str) -> set[str]:
         return {str(i) for i in await self.redis.smembers(self.keys.worker_jobs(worker))}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from gateway.jobs.models import JobState, NewJob
@@ -155,3 +156,25 @@ async def test_mark_started_is_fenced(store: JobStore, clock: FakeClock) -> None
     record = await store.get(job.job_id)
     assert record is not None and record.state is JobState.RUNNING
     assert record.started_at_ms == int(clock.now_s * 1000)
+
+
+async def test_the_queue_is_read_at_one_instant_while_jobs_are_claimed(store: JobStore) -> None:
+    """GET /queue lists held and pending jobs (`queued_ids`): a job claimed between a read of
+    the held ids and one of the pending ids was in neither (seen as a flaky contract test)."""
+    ids = {(await store.enqueue(new_job())).job_id for _ in range(60)}
+    claimed = asyncio.Event()
+
+    async def claim_all() -> None:
+        for job_id in sorted(ids):
+            await store.claim(job_id, "w1")
+        claimed.set()
+
+    claimer = asyncio.create_task(claim_all())
+    reads = 0
+    while not claimed.is_set():
+        seen = await store.queued_ids()
+        assert sorted(seen) == sorted(ids)
+        reads += 1
+    await claimer
+    assert reads > 5
+    assert sorted(await store.queued_ids()) == sorted(ids)
