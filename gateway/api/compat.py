@@ -43,9 +43,9 @@ async def get_prompt(ctx: Ctx) -> Response:
 
 
 async def current_queue(ctx: Context) -> tuple[list[JobRecord], list[JobRecord]]:
-    """(running, waiting) jobs of the farm, the waiting ones by number: the held and pending
-    ids read at one instant (`JobStore.queued_ids`), each job placed by the state its record
-    has when read, so one claimed or started meanwhile is listed once, where it is then."""
+    """(running, waiting) jobs of the farm, the waiting ones by number: the pending and held
+    ids (`JobStore.queued_ids`), each job placed by the state its record has when read, so one
+    claimed or started meanwhile is listed once, where it is then."""
     jobs = await ctx.store.get_many(await ctx.store.queued_ids())
     running = [job for job in jobs if job.state is JobState.RUNNING]
     waiting = [job for job in jobs if job.state in (JobState.ASSIGNED, JobState.PENDING)]

@@ -357,12 +357,12 @@ class JobStore:
         return [str(i) for i in await self.redis.zrange(self.keys.leases, 0, -1)]
 
     async def queued_ids(self) -> list[str]:
-        """The ids of every held and every pending job, read at one instant (a transaction):
-        a job claimed between two separate reads would be in neither."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.zrange(self.keys.leases, 0, -1)
-            pipe.zrange(self.keys.pending, 0, -1)
-            held, pending = await pipe.execute()
+        """The ids of every pending and every held job, each once. The pending ones are read
+        first: a job claimed between the two reads is then in both, where read the other way
+        round it was in neither. (Not one transaction: a full Redis refuses MULTI, and the
+        queue must still be read then.)"""
+        pending = await self.redis.zrange(self.keys.pending, 0, -1)
+        held = await self.redis.zrange(self.keys.leases, 0, -1)
         return list(dict.fromkeys(str(i) for i in (*held, *pending)))
 
     async def worker_job_ids(self, worker: str) -> set[str]:

@@ -158,8 +158,8 @@ async def test_mark_started_is_fenced(store: JobStore, clock: FakeClock) -> None
     assert record.started_at_ms == int(clock.now_s * 1000)
 
 
-async def test_the_queue_is_read_at_one_instant_while_jobs_are_claimed(store: JobStore) -> None:
-    """GET /queue lists held and pending jobs (`queued_ids`): a job claimed between a read of
+async def test_no_job_is_missed_by_the_queue_while_jobs_are_claimed(store: JobStore) -> None:
+    """GET /queue lists pending and held jobs (`queued_ids`): a job claimed between a read of
     the held ids and one of the pending ids was in neither (seen as a flaky contract test)."""
     ids = {(await store.enqueue(new_job())).job_id for _ in range(60)}
     claimed = asyncio.Event()
