@@ -149,8 +149,7 @@ class Rounds:
             times = [self.run(w1, checkpoint) for checkpoint in (X, A, A, X, X)][1:]
             for label, seconds in zip(labels, times, strict=True):
                 self.rows.setdefault(label, []).append(seconds)
-        for label in labels:
-            print(f"{label:46} " + " ".join(f"{s:.2f}" for s in self.rows[label]), flush=True)
+        self.show(labels)
 
     def beside(self, w0: int, w1: int, blocks: int) -> None:
         """A load on instance 0 alone and while instance 1 samples, and a warm job likewise."""
@@ -164,6 +163,9 @@ class Rounds:
                 times.append(self.beside_x(w0, w1) if other else self.run(w0, A))
             for label, seconds in zip(labels, times, strict=True):
                 self.rows.setdefault(label, []).append(seconds)
+        self.show(labels)
+
+    def show(self, labels: Sequence[str]) -> None:
         for label in labels:
             print(f"{label:46} " + " ".join(f"{s:.2f}" for s in self.rows[label]), flush=True)
 

@@ -9,7 +9,7 @@ import contextlib
 import gc
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,19 +22,21 @@ from gateway.scheduler.snapshot import Assignment, Snapshot
 
 
 @dataclass
-class Recording:
-    """A stepwise policy that notes, at each step, how often another task has run."""
+class Noting:
+    """A stepwise policy that assigns the snapshot's first `count` jobs, a step apart, noting
+    `note()` before each (how often another task has run, how many the caller has taken)."""
 
-    ticks: list[int]
+    note: Callable[[], int]
+    count: int = 5
     seen: list[int] = field(default_factory=list)
-    name: str = "recording"
+    name: str = "noting"
 
     def assign(self, snapshot: Snapshot) -> list[Assignment]:
         return [step for step in self.steps(snapshot) if step is not None]
 
     def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
-        for job in snapshot.jobs[:5]:
-            self.seen.append(len(self.ticks))
+        for job in snapshot.jobs[: self.count]:
+            self.seen.append(self.note())
             yield None
             yield Assignment(job.job_id, snapshot.workers[0].name)
 
@@ -51,7 +53,7 @@ async def test_a_large_stepwise_decision_lets_the_loop_run_between_steps(
 ) -> None:
     monkeypatch.setattr(dispatcher, "STEP_S", 0.0)
     ticks: list[int] = []
-    policy = Recording(ticks)
+    policy = Noting(lambda: len(ticks))
     assert isinstance(policy, Stepwise)
 
     async def tick() -> None:
@@ -127,34 +129,15 @@ def test_serve_freezes_what_is_alive_before_it_serves() -> None:
     assert int(out.stdout) > 10_000
 
 
-@dataclass
-class Watching:
-    """A stepwise policy that notes, before each assignment it makes, how many of its
-    assignments the caller has already taken."""
-
-    taken: list[str]
-    before: list[int] = field(default_factory=list)
-    name: str = "watching"
-
-    def assign(self, snapshot: Snapshot) -> list[Assignment]:
-        return [step for step in self.steps(snapshot) if step is not None]
-
-    def steps(self, snapshot: Snapshot) -> Iterator[Assignment | None]:
-        for job in snapshot.jobs[:4]:
-            self.before.append(len(self.taken))
-            yield None
-            yield Assignment(job.job_id, snapshot.workers[0].name)
-
-
 async def test_each_assignment_reaches_the_caller_before_the_next_is_made(
     large: Snapshot,
 ) -> None:
     """The dispatcher claims and sends a burst's first jobs while the rest are decided."""
     taken: list[str] = []
-    policy = Watching(taken)
+    policy = Noting(lambda: len(taken), count=4)
     async for assignment in dispatcher.decisions(policy, large):
         taken.append(assignment.job_id)
-    assert policy.before == [0, 1, 2, 3]
+    assert policy.seen == [0, 1, 2, 3]
     assert taken == [job.job_id for job in large.jobs[:4]]
 
 
@@ -162,7 +145,7 @@ async def test_a_decision_left_unread_gives_the_collector_back_when_closed(
     large: Snapshot,
 ) -> None:
     assert gc.isenabled()
-    async with contextlib.aclosing(dispatcher.decisions(Watching([]), large)) as made:
+    async with contextlib.aclosing(dispatcher.decisions(Noting(lambda: 0), large)) as made:
         async for _ in made:
             assert not gc.isenabled()
             break
