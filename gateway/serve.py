@@ -17,7 +17,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
-from gateway import tasks
+from gateway import preflight, tasks
 from gateway.app import create_app
 from gateway.data_dir_lock import DataDirBusy, DataDirLock
 from gateway.farm.describe import vram_of
@@ -93,7 +93,10 @@ def main(argv: Sequence[str]) -> int:
     stays locked for this process' lifetime."""
     try:
         settings = load_settings(argv)
-    except (ValidationError, FileNotFoundError, ValueError) as exc:
+    except ValidationError as exc:
+        print(f"comfy-gateway serve: bad settings: {validation_errors(exc)}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as exc:
         print(f"comfy-gateway serve: bad settings: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
@@ -142,6 +145,14 @@ async def run(settings: Settings) -> int:
     # Absolute: redis-server and the workers resolve paths from their own working dirs.
     settings = settings.model_copy(update={"data_dir": settings.data_dir.resolve()})
     redis_health: Callable[[], RedisHealth] | None = None
+    workers = resolve_workers(settings, visible_gpus(os.environ))
+    if not workers:
+        log.error("no workers: %s", no_workers_reason(settings))
+        return 2
+    if found := preflight.problems(settings, workers):
+        for problem in found:
+            log.error("cannot serve: %s", problem)
+        return 2
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
             redis = EmbeddedRedis(
@@ -158,10 +169,6 @@ async def run(settings: Settings) -> int:
             stack.push_async_callback(tasks.stop, [kept])
             redis_health = keeper.health
             settings = settings.model_copy(update={"redis_url": redis.url})
-        workers = resolve_workers(settings, visible_gpus(os.environ))
-        if not workers:
-            log.error("no workers: configure [[workers]], pass --gpus, or --emulate N")
-            return 2
         layout = FarmLayout(
             settings.data_dir / "workers", settings.data_dir / "input", settings.time_scale
         )
@@ -218,6 +225,26 @@ def freeze_heap() -> None:
     what was made since. Once per process, when it is about to serve."""
     gc.collect()
     gc.freeze()
+
+
+def validation_errors(exc: ValidationError) -> str:
+    """Pydantic's errors as `field: reason (got value)`, one per line after the first."""
+    lines = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        reason = str(error.get("msg", "")).removeprefix("Value error, ")
+        got = f" (got {error['input']!r})" if where and "input" in error else ""
+        lines.append(f"{where}: {reason}{got}" if where else reason)
+    return "\n  ".join(lines)
+
+
+def no_workers_reason(settings: Settings) -> str:
+    if settings.comfyui is not None:
+        return (
+            "comfyui runs one worker per visible GPU and no GPU is visible here (NVML,"
+            " CUDA_VISIBLE_DEVICES): name the GPU slots with --gpus 0,1"
+        )
+    return "configure [[workers]], pass --comfyui PATH with --gpus, or --emulate N"
 
 
 def _drainer(app: FastAPI, grace_s: float) -> Callable[[], Awaitable[None]]:

@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from gateway.ledger.experiments import Experiment
 from gateway.scheduler import DEFAULT_POLICY
+from gateway.scheduler.policy import make_policy
 from workers.comfy.launch_args import FlagError, check_args
 from workers.comfy.modelfolders import model_folder
 from workers.gpus import parse_gpu_slots
@@ -34,6 +35,7 @@ from workers.warmup.prompts import PROBE_STEPS
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_EMULATED = 2
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class WorkerConfig(BaseModel):
@@ -134,7 +136,8 @@ class Settings(BaseSettings):
 
     config: Path | None = None
     host: str = "127.0.0.1"
-    port: int = 8188
+    port: int = Field(default=8188, ge=0, le=65535)
+    """0: any free port (the log says which)."""
     redis_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("redis_url", "COMFY_GATEWAY_REDIS_URL", "REDIS_URL"),
@@ -152,12 +155,12 @@ class Settings(BaseSettings):
     other nodes stop counting its workers and put back in the queue what they held."""
     data_dir: Path = Path(".data")
     appendfsync: str = "everysec"
-    emulate: int | None = None
+    emulate: int | None = Field(default=None, ge=1)
     emulate_profile: str = "rtx4070ti"
     emulate_checkpoints: tuple[str, ...] = ()
     emulate_models: dict[str, tuple[str, ...]] = Field(default_factory=dict)
     """Emulated workers' files of other model folders, by folder (as `WorkerConfig.models`)."""
-    time_scale: float = 1.0
+    time_scale: float = Field(default=1.0, gt=0)
     comfyui: Path | None = None
     comfyui_python: str | None = None
     gpus: tuple[int | str, ...] | None = None
@@ -241,6 +244,19 @@ class Settings(BaseSettings):
             return (value,)
         return value
 
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        make_policy(value)  # raises UnknownPolicyError, a ValueError, naming the known ones
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_log_level(cls, value: str) -> str:
+        if value.lower() not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {value!r}; known: {', '.join(LOG_LEVELS)}")
+        return value.lower()
+
     @field_validator("emulate_checkpoints", "preload", mode="before")
     @classmethod
     def _split_names(cls, value: Any) -> Any:
@@ -261,6 +277,16 @@ class Settings(BaseSettings):
         if value < 0:
             raise ValueError(f"warmup_probe_steps must be 0 (no speed probe) or more, got {value}")
         return value
+
+    @model_validator(mode="after")
+    def _gpus_are_for_comfyui(self) -> Settings:
+        # Without --comfyui the farm is emulated and would silently leave the GPUs unused.
+        if self.gpus is not None and self.comfyui is None:
+            raise ValueError(
+                "gpus names the GPU slots of real ComfyUI workers: give comfyui (--comfyui PATH,"
+                " a ComfyUI checkout) with it; without, the farm is emulated"
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_worker_names(self) -> Settings:

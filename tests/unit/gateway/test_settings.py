@@ -6,8 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from gateway.serve import load_settings
+from gateway.serve import load_settings, validation_errors
 from gateway.settings import Settings, WorkerConfig, resolve_workers
 from workers.supervision.launch import FarmLayout, WorkerSpec, emulator_argv
 
@@ -159,3 +160,30 @@ def test_a_worker_config_becomes_the_spec_with_its_models_as_pairs_and_no_preloa
         models=(("vae", ("ae.safetensors",)),), port=8190, args=("--startup-s", "0"),
     )  # fmt: skip
     assert WorkerConfig(name="e1", preload=("a",)).spec().preload == ("a",)
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--port", "99999"], "port: Input should be less than or equal to 65535"),
+        (["--port", "-1"], "port: Input should be greater than or equal to 0"),
+        (["--emulate", "0"], "emulate: Input should be greater than or equal to 1"),
+        (["--time-scale", "0"], "time_scale: Input should be greater than 0"),
+        (["--policy", "nope"], "policy: unknown policy 'nope'; known: affinity, "),
+        (["--log-level", "loud"], "log_level: unknown log level 'loud'; known: debug, "),
+        (["--gpus", "0,1"], "gpus names the GPU slots of real ComfyUI workers"),
+        (["--emulate", "2", "--gpus", "0"], "gpus names the GPU slots of real ComfyUI workers"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_with_the_field_and_the_reason(
+    flags: list[str], reason: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        load_settings(flags)
+    assert validation_errors(caught.value).startswith(reason)
+
+
+def test_the_log_level_is_read_in_any_case_and_a_known_policy_is_kept() -> None:
+    settings = load_settings(["--log-level", "WARNING", "--policy", "swarm_like"])
+    assert (settings.log_level, settings.policy) == ("warning", "swarm_like")
+    assert load_settings(["--port", "0"]).port == 0
