@@ -266,8 +266,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arrival", default="poisson")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.k < 1 or args.load <= 0 or args.jobs < 0 or args.seeds < 0:
+        parser.error("--k takes at least 1, --load more than 0, --jobs and --seeds 0 or more")
     if args.experiment == "run":
-        _run(args)
+        try:
+            _run(args)
+        except ValueError as exc:  # an unknown farm, profile, flag, policy or arrival pattern
+            parser.error(str(exc))
         return 0
     names = list(EXPERIMENTS) if args.experiment == "all" else [args.experiment]
     for name in names:

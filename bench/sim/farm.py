@@ -1,7 +1,7 @@
 """Farms: which cards (profiles) with which ComfyUI launch flags.
 
 A farm spec is a name from FARMS or a comma list like `2*h200,2*rtx4070ti@lru8` (`@lru8` adds
-`--cache-lru 8`).
+`--cache-lru 8`; a profile alone, `h200`, is one card of it).
 """
 
 from __future__ import annotations
@@ -42,8 +42,15 @@ def parse_farm(spec: str) -> tuple[WorkerSpec, ...]:
     spec = FARMS.get(spec, spec)
     out: list[WorkerSpec] = []
     for part in spec.split(","):
-        count, _, rest = part.partition("*")
+        count, star, rest = part.strip().partition("*")
+        if not star:
+            count, rest = "1", count  # `h200` alone is one of them
         profile, _, suffix = rest.partition("@")
+        if not (count.isdigit() and int(count) >= 1 and profile):
+            raise ValueError(
+                f"farm {spec!r}: part {part!r} is not COUNT*PROFILE[@lruN] with COUNT >= 1"
+                f" (e.g. 2*h200,2*rtx4070ti@lru8), nor one of {', '.join(FARMS)}"
+            )
         for _ in range(int(count)):
             out.append(WorkerSpec(f"{profile}-{len(out)}", profile, _flags(suffix)))
     return tuple(out)

@@ -18,7 +18,7 @@ POLL_S = 0.1
 
 
 class RemoteError(RuntimeError):
-    """The gateway answered with an error."""
+    """The gateway answered with an error, or did not answer."""
 
 
 class Gateway:
@@ -37,7 +37,11 @@ class Gateway:
         self.http.close()
 
     def call(self, method: str, path: str, **options: Any) -> Any:
-        answer = self.http.request(method, path, **options)
+        try:
+            answer = self.http.request(method, path, **options)
+        except httpx.HTTPError as exc:
+            where = self.http.base_url
+            raise RemoteError(f"no answer from the gateway at {where}: {exc}") from None
         if answer.status_code != 200:
             raise RemoteError(f"{method} {path}: {answer.status_code} {_error(answer)}")
         return answer.json()
