@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.settings import Settings, WorkerConfig
-from workers.emulator.card.profiles import ProfileError, load_profile
+from workers.supervision.supervisor import SHIPPED_PROFILES
 
 
 def problems(settings: Settings, workers: Sequence[WorkerConfig]) -> list[str]:
@@ -76,11 +76,15 @@ def worker_problem(worker: WorkerConfig) -> str | None:
 
 
 def _profile_problem(profile: str) -> str | None:
-    try:
-        load_profile(profile)
-    except ProfileError as exc:
-        return f"emulated card: {exc}"
-    return None
+    """A profile neither shipped nor a JSON file; what is in a file the emulator checks as it
+    starts (read as data here: production code never imports the emulator)."""
+    path = Path(profile)
+    if (SHIPPED_PROFILES / f"{profile}.json").is_file() or (
+        path.suffix == ".json" and path.is_file()
+    ):
+        return None
+    known = ", ".join(sorted(shipped.stem for shipped in SHIPPED_PROFILES.glob("*.json")))
+    return f"emulated card: unknown profile {profile!r}: not one of {known}, nor a JSON file"
 
 
 def _runs(python: str) -> bool:
