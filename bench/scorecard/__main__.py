@@ -18,7 +18,7 @@ from bench.scorecard.runner import POLICIES, Row, rows_by_cell, run_all, runs_of
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 SEEDS = {"quick": 1, "default": 2, "full": 3}
-KEYS = (*(m.key for m in (*goals.METRICS, goals.LOADS)), "lower_bound_s", "wall_s")
+KEYS = (*(m.key for m in (*goals.METRICS, goals.LOADS)), "lower_bound_s", "planner_s", "wall_s")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

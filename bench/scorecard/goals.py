@@ -164,6 +164,9 @@ class Judged:
     """A batch's lower bound on the makespan (`bench.sim.bounds`); nan for other shapes."""
     swarm_target: float = SWARM_FACTOR
     """What ours / swarm_like must reach on `swarm_goal` (`swarm_target`)."""
+    planner_s: float = float("nan")
+    """The offline planner's makespan of a batch (`runner.planned_s`), nan where none ran:
+    evidence beside the goals, not a goal (it is no bound)."""
 
     @property
     def ok(self) -> bool:
@@ -207,7 +210,8 @@ def judge(cell: Cell, means: Means, baselines: Sequence[str] = BASELINES) -> Jud
     if OURS not in means:
         missed.insert(0, "ours did not finish (run cut)")
     thriftiest = best_baseline(means, LOADS, baselines)
-    return Judged(cell, scores, loads, goal, tuple(missed), thriftiest, bound, target)
+    planner = means[OURS].get("planner_s", math.nan) if OURS in means else math.nan
+    return Judged(cell, scores, loads, goal, tuple(missed), thriftiest, bound, target, planner)
 
 
 def lower_bound_s(cell: Cell, means: Means) -> float:

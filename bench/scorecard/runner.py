@@ -2,7 +2,9 @@
 
 A run that passes `cap_s` seconds of wall time is cut (a policy too slow to decide at that size
 has no result), and one that breaks the policy contract is recorded with its error; both count
-as missing for that policy.
+as missing for that policy. Ours on a batch of at most PLANNER_MAX_JOBS jobs also carries the
+offline planner's makespan for the same batch (`planner_s`): what a schedule made with the
+whole batch and every true cost known in advance reaches, to read the batch goals beside.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ from multiprocessing import Pool
 from bench.deadline import Overrun, deadline
 from bench.scorecard.goals import BASELINES, OURS
 from bench.scorecard.grid import Cell, at_seeds
-from bench.sim.scenario import Scenario, simulate
+from bench.sim.bounds import plan_batch
+from bench.sim.scenario import Scenario, cards_of, initial_models, simulate, trace
 
 POLICIES = (OURS, *BASELINES)
 Row = dict[str, object]
+PLANNER_MAX_JOBS = 500
+"""Larger batches get no planner: one search of 2,000 jobs takes minutes."""
+PLANNER_ROUNDS = 20_000
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,20 @@ def run_one(run: Run) -> Row:
     except Exception as exc:  # a broken policy (ContractError, StallError) is a result
         return {**row, "cut": True, "error": repr(exc), "wall_s": time.perf_counter() - began}
     summary = asdict(outcome.summary)
-    return {**row, **summary, "lower_bound_s": outcome.lower_bound_s, "wall_s": outcome.wall_s}
+    row = {**row, **summary, "lower_bound_s": outcome.lower_bound_s, "wall_s": outcome.wall_s}
+    scenario = run.scenario
+    if run.policy == OURS and scenario.arrival == "batch" and scenario.jobs <= PLANNER_MAX_JOBS:
+        row["planner_s"] = planned_s(scenario)
+    return row
+
+
+def planned_s(scenario: Scenario) -> float:
+    """The offline planner's makespan of the scenario's batch (one annealed search, seeded by
+    the scenario): an achievable schedule, so no lower bound, but one no online policy is given
+    the knowledge for."""
+    cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
+    jobs, initial = trace(scenario), initial_models(scenario)
+    return plan_batch(cards, jobs, initial, seed=scenario.seed, rounds=PLANNER_ROUNDS)
 
 
 def runs_of(

@@ -12,7 +12,9 @@ from bench.scorecard import goals
 from bench.scorecard.__main__ import judge_all
 from bench.scorecard.grid import SHAPE, Cell, Farm
 from bench.scorecard.report import markdown, plot
-from bench.scorecard.runner import POLICIES, Row, run_all, runs_of
+from bench.scorecard.runner import POLICIES, Row, Run, run_all, run_one, runs_of
+from bench.sim.bounds import exhaustive_batch
+from bench.sim.scenario import Scenario, cards_of, initial_models, trace
 
 LOAD_CELL = Cell(SHAPE["poisson80"], Farm("mixed", 4), "N")
 """Mixed farm at 80 %: judged against swarm_like too, on mean latency."""
@@ -144,6 +146,24 @@ def test_a_batch_cell_carries_its_lower_bound_and_other_cells_none() -> None:
     judged = {j.cell: j for j in judge_all(rows, [batch, LOAD_CELL], "quick")}
     assert judged[batch].bound_s == 25.0
     assert math.isnan(judged[LOAD_CELL].bound_s)
+
+
+def test_ours_on_a_batch_carries_the_offline_planner_between_bound_and_optimum() -> None:
+    small = Scenario(farm="1*h200,1*rtx4070ti", k=4, jobs=9, arrival="batch", seed=3)
+    ours, swarm = (run_one(Run(small, policy, cap_s=60.0)) for policy in (goals.OURS, goals.SWARM))
+    assert "planner_s" not in swarm
+    planner = float(str(ours["planner_s"]))
+    cards, jobs = cards_of(small.farm, small.k, small.zipf_s), trace(small)
+    optimum = exhaustive_batch(cards, jobs, initial_models(small))
+    # An achievable schedule: never below the lower bound nor the optimum of its own model.
+    assert float(str(ours["lower_bound_s"])) - 1e-9 <= optimum <= planner + 1e-9
+    batch = Cell(SHAPE["batch100"], Farm("mixed", 4), "N")
+    rows = with_policy(rows_for(batch, {}, SLOW_SWARM), goals.OURS, {"planner_s": 30.0})
+    rows += rows_for(LOAD_CELL, {}, SLOW_SWARM)
+    judged = {j.cell: j for j in judge_all(rows, [batch, LOAD_CELL], "quick")}
+    assert judged[batch].planner_s == 30.0
+    assert math.isnan(judged[LOAD_CELL].planner_s)
+    assert "| 30.0 | 1.500 |" in markdown(list(judged.values()), ["Made by a test."])
 
 
 def with_policy(rows: list[Row], policy: str, values: dict[str, float]) -> list[Row]:
