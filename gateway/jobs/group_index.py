@@ -12,7 +12,8 @@ an older gateway, or restored from an older copy, has jobs without them and no i
 `GroupIndex.ensure` notices at start and builds it once.
 
 What a group shows of each of its first jobs (priority, arrival, number, work) is kept in one
-more hash (`Keys.queue_jobs`), so a read costs two small reads per group.
+more hash (`Keys.queue_jobs`), so a read costs a few small reads per group (its first jobs,
+and its last one's arrival).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class GroupIndex:
 
     def _group(self, item: Sequence[Any], shown: dict[str, _Shown]) -> JobGroup | None:
         """One group of a QUEUE_GROUPS reply; None when none of its jobs is left to show."""
-        _, class_key, count, work_micro, arrivals_ms, ids, values = item
+        _, class_key, count, work_micro, arrivals_ms, ids, values, last = item
         template: JobView | None = None
         head: list[JobView] = []
         for job_id, value in zip(ids, values, strict=False):
@@ -119,6 +120,7 @@ class GroupIndex:
             work_units=int(work_micro) / 1e6,
             enqueued_s_sum=int(arrivals_ms) / 1000.0,
             oldest_s=min(job.enqueued_at_s for job in head),
+            newest_s=_arrival_s(last) if isinstance(last, str) else head[-1].enqueued_at_s,
             top_priority=head[0].priority,
         )
 
@@ -210,6 +212,11 @@ class _Shown:
     value: str
     """What the jobs hash said of it: priority, arrival, number and work."""
     view: JobView
+
+
+def _arrival_s(value: str) -> float:
+    """The arrival of a job, from what the jobs hash says of it (as `_view` reads it)."""
+    return int(value.split(" ")[1] or 0) / 1000.0
 
 
 def _view(template: JobView, job_id: str, value: str) -> JobView:

@@ -298,7 +298,8 @@ return 0
 # KEYS: pending, then the index (2-5) ; ARGV: jobs shown per group.
 # Returns, as one JSON text: the number of waiting jobs, then for each group [group key,
 # class key, count, summed work millionths, summed enqueued_at_ms, its first ids, what the
-# jobs hash says of each]. Two reads per group, whatever its size.
+# jobs hash says of each, what it says of its last job]. A few reads per group, whatever
+# its size.
 QUEUE_GROUPS = """
 local out = {redis.call('ZCARD', KEYS[1])}
 local classes = redis.call('HGETALL', KEYS[2])
@@ -310,9 +311,10 @@ for i = 1, #classes, 2 do
     local part = redis.call('HMGET', KEYS[5], unpack(ids, first, math.min(first + 999, #ids)))
     for _, value in ipairs(part) do table.insert(jobs, value) end
   end
+  local last = redis.call('ZRANGE', group, -1, -1)[1]
   table.insert(out, {group, classes[i + 1], redis.call('ZCARD', group),
     redis.call('HGET', KEYS[3], group) or '0', redis.call('HGET', KEYS[4], group) or '0',
-    ids, jobs})
+    ids, jobs, last and redis.call('HGET', KEYS[5], last) or false})
 end
 return cjson.encode(out)
 """

@@ -65,6 +65,7 @@ def group_of(jobs: Sequence[JobView], head: int = HEAD_JOBS) -> JobGroup:
         # Among the head, as `JobGroup.oldest_s` promises and `QueueIndex` and the Redis index
         # keep it: an arrival deeper in the group would need an index by arrival too.
         oldest_s=min(job.enqueued_at_s for job in shown),
+        newest_s=jobs[-1].enqueued_at_s,
         top_priority=max(job.priority for job in jobs),
     )
 
@@ -175,5 +176,6 @@ class QueueIndex:
             work_units=members.work_units,
             enqueued_s_sum=members.enqueued_s_sum,
             oldest_s=min(job.enqueued_at_s for job in head),
+            newest_s=members.jobs[members.order[-1][2]].enqueued_at_s,
             top_priority=-members.order[0][0],
         )

@@ -41,6 +41,9 @@ class JobGroup:
     """Sum of its jobs' arrival times: summed waiting is `count * now - enqueued_s_sum`."""
     oldest_s: float
     """The earliest arrival among its head."""
+    newest_s: float
+    """The arrival of its last job in queue order (its newest, where its jobs share one
+    priority): with `oldest_s`, whether arrivals have stopped (`affinity.plan.settled`)."""
     top_priority: int
 
     @property

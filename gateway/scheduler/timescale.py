@@ -55,6 +55,7 @@ def _group(group: JobGroup, factor: float) -> JobGroup:
         head=tuple(_job(job, factor) for job in group.head),
         enqueued_s_sum=group.enqueued_s_sum * factor,
         oldest_s=group.oldest_s * factor,
+        newest_s=group.newest_s * factor,
     )
 
 

@@ -26,8 +26,10 @@ tests/unit/gateway/scheduler/test_plan.py):
   restricted.
 - The plan only orders a worker's choices (`Plan.allows`, then everything else): a worker
   that would have taken a job takes one (work conservation holds as it did).
-- It applies only to a backlog the farm needs at least `Tuning.plan_s` seconds for, where the
-  loads it causes are small beside the work; below that the greedy rules decide alone.
+- It applies to a backlog the farm needs at least `Tuning.plan_s` seconds for, where the
+  loads it causes are small beside the work, and to any backlog once arrivals have stopped
+  (`settled`: a batch sent at once), where its one assumption, that nothing more arrives,
+  holds. Otherwise the greedy rules decide alone.
 
 Jobs pinned to some workers (validation, an A/B group) and workers of a reserved group are
 left out of the split and never restricted. Workers of like speeds (within 2 %) are solved as
@@ -41,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import group_admits
 
 _CLASS_STEP = math.log(1.02)
@@ -80,8 +83,9 @@ def first_choices(plan: Plan | None, lane: str) -> tuple[str, ...]:
     return tuple(sorted(plan.families.get(lane, ())))
 
 
-def plan_of(farm: Farm, queues: Sequence[Queue], plan_s: float, tie_share: float) -> Plan | None:
-    """The split of the waiting backlog, or None where it would restrict no worker."""
+def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning) -> Plan | None:
+    """The split of the waiting backlog, or None where it would restrict no worker, or where
+    the backlog is short (under `Tuning.plan_s`) and jobs still arrive."""
     backlog: dict[str, tuple[int, float]] = {}
     for queue in queues:
         if queue.has_jobs and not _pinned(queue):
@@ -93,6 +97,7 @@ def plan_of(farm: Farm, queues: Sequence[Queue], plan_s: float, tie_share: float
     classes = _classes(farm, families, backlog)
     if sum(len(names) for _, names in classes) < 2:
         return None
+    plan_s = 0.0 if settled(farm.now_s, queues, tuning.quiet_gaps) else tuning.plan_s
     if _one_after_another_s(classes) < plan_s:
         return None  # a schedule at least as slow as the optimum already beats the threshold
     theta, prices = _solve([t for t, _ in classes], [len(names) for _, names in classes])
@@ -100,7 +105,7 @@ def plan_of(farm: Farm, queues: Sequence[Queue], plan_s: float, tie_share: float
         return None
     served: dict[str, frozenset[str]] = {}
     for times, names in classes:
-        first = _most_efficient(times, prices, families, tie_share)
+        first = _most_efficient(times, prices, families, tuning.tie_share)
         if len(first) < len(families):
             served.update(dict.fromkeys(names, first))
     if not served:
@@ -118,6 +123,23 @@ def _most_efficient(
     return frozenset(
         f for f, e in zip(families, efficiency, strict=True) if e >= (1 - tie_share) * top
     )
+
+
+def settled(now_s: float, queues: Sequence[Queue], quiet_gaps: float) -> bool:
+    """Whether arrivals have stopped: nothing has arrived, since the newest waiting job, for
+    `quiet_gaps` times the mean gap between the waiting jobs' arrivals. A batch sent at once
+    is settled from the start; a stream of arrivals is not, while it lasts."""
+    count = 0
+    oldest_s, newest_s = math.inf, -math.inf
+    for queue in queues:
+        if queue.has_jobs:
+            count += queue.count
+            oldest_s = min(oldest_s, queue.first.enqueued_at_s)
+            newest_s = max(newest_s, queue.newest_s)
+    if count < 2 or math.isinf(quiet_gaps):
+        return False
+    gap_s = max(newest_s - oldest_s, 0.0) / (count - 1)
+    return now_s - newest_s >= quiet_gaps * gap_s
 
 
 def _pinned(queue: Queue) -> bool:

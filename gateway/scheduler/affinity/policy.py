@@ -138,7 +138,7 @@ def steps(
         waiting=frozenset(key for queue in queues for key in queue.models),
         demand_per_s=snapshot.demand_per_s,
     )
-    plan = plan_of(farm, queues, tuning.plan_s, tuning.tie_share)
+    plan = plan_of(farm, queues, tuning)
     yield None
     if prune:
         search = Search(farm, need, queues, tuning, plan)

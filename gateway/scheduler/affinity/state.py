@@ -24,13 +24,20 @@ class Queue:
     work_units: float
     enqueued_s_sum: float
     models: frozenset[str]
+    newest_s: float
+    """The group's `newest_s` as the call began."""
     taken: int = 0
 
     @classmethod
     def of(cls, group: JobGroup) -> Queue:
         first = group.head[0]
         return cls(
-            group.head, group.count, group.work_units, group.enqueued_s_sum, models_of(first)
+            group.head,
+            group.count,
+            group.work_units,
+            group.enqueued_s_sum,
+            models_of(first),
+            group.newest_s,
         )
 
     @property

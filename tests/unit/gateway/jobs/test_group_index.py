@@ -171,10 +171,11 @@ def assert_same_groups(actual: tuple[JobGroup, ...], expected: tuple[JobGroup, .
     assert [g.key for g in actual] == [g.key for g in expected]
     for got, want in zip(actual, expected, strict=True):
         assert got.head == want.head
-        assert (got.count, got.top_priority, got.oldest_s) == (
+        assert (got.count, got.top_priority, got.oldest_s, got.newest_s) == (
             want.count,
             want.top_priority,
             want.oldest_s,
+            want.newest_s,
         )
         assert got.work_units == pytest.approx(want.work_units, rel=1e-9, abs=1e-6 * want.count)
         assert got.enqueued_s_sum == pytest.approx(want.enqueued_s_sum, rel=1e-12)
@@ -234,9 +235,11 @@ async def test_queue_groups_show_the_first_jobs_and_count_all_of_5000(
     assert_same_groups(groups, await expected_groups(store, 16))
     assert sum(g.count for g in groups) == 5000
     assert all(len(g.head) == 16 for g in groups)
-    # A range and one read of the shown jobs per group: the other 4,888 jobs are not touched.
-    assert stats["cmdstat_zrange"]["calls"] == len(groups)
+    # Per group a range and one read of the shown jobs, and the same of its last job (its
+    # arrival): the other 4,881 jobs are not touched.
+    assert stats["cmdstat_zrange"]["calls"] == 2 * len(groups)
     assert stats["cmdstat_hmget"]["calls"] == len(groups)
+    assert stats["cmdstat_hget"]["calls"] == 3 * len(groups)  # work, arrivals, the last job
 
 
 async def test_head_must_show_a_job(store: JobStore) -> None:

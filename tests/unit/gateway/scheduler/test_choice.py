@@ -12,7 +12,7 @@ from gateway.scheduler.affinity.state import Queue
 from gateway.scheduler.affinity.tuning import Tuning
 from tests.unit.gateway.scheduler.factories import job
 
-QUEUE = Queue((job("j", "m1"),), 1, 10.0, 0.0, frozenset(("m1",)))
+QUEUE = Queue((job("j", "m1"),), 1, 10.0, 0.0, frozenset(("m1",)), 0.0)
 
 
 def option(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
 from gateway.scheduler.affinity.lanes import lanes_of
-from gateway.scheduler.affinity.plan import Plan, _solve, plan_of
+from gateway.scheduler.affinity.plan import Plan, _solve, plan_of, settled
 from gateway.scheduler.affinity.policy import AffinityPolicy
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
@@ -50,7 +51,7 @@ def backlog(
 def plan_for(snapshot: Snapshot, plan_s: float = 5.0) -> Plan | None:
     queues = [Queue.of(group) for group in groups_of(snapshot)]
     farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
-    return plan_of(farm, queues, plan_s, 0.1)
+    return plan_of(farm, queues, Tuning(plan_s=plan_s))
 
 
 def test_unlike_cards_each_serve_first_what_they_are_relatively_best_at() -> None:
@@ -67,11 +68,58 @@ def test_like_cards_are_never_restricted() -> None:
     assert plan_for(snap(0.0, backlog(50), workers)) is None
 
 
-def test_a_short_backlog_is_left_to_the_greedy_rules() -> None:
-    """Two jobs of each family: about 8 s of work for the two cards, under a 10 s threshold."""
+def arriving(per_model: int, gap_s: float) -> list[JobView]:
+    """`backlog(per_model)`, one job every `gap_s` seconds from 0, the families in turn."""
+    jobs = sorted(backlog(per_model), key=lambda j: (j.job_id.split("-")[1], j.job_id))
+    return [replace(j, enqueued_at_s=i * gap_s) for i, j in enumerate(jobs)]
+
+
+def test_a_short_backlog_is_left_to_the_greedy_rules_while_jobs_arrive() -> None:
+    """Two jobs of each family, one a second: about 8 s of work for the two cards, under a
+    10 s threshold, half a second after the last arrived."""
     workers = [card("h200", H200), card("rtx", RTX)]
-    assert plan_for(snap(0.0, backlog(2), workers), plan_s=10.0) is None
-    assert plan_for(snap(0.0, backlog(2), workers), plan_s=1.0) is not None
+    assert plan_for(snap(3.5, arriving(2, 1.0), workers), plan_s=10.0) is None
+    assert plan_for(snap(3.5, arriving(2, 1.0), workers), plan_s=1.0) is not None
+
+
+@pytest.mark.parametrize(
+    ("now_s", "jobs", "planned"),
+    [
+        (0.0, backlog(2), True),  # a batch, sent at once: settled from the start
+        (3.5, arriving(2, 1.0), False),  # a job a second, the last half a second ago
+        (8.9, arriving(2, 1.0), False),  # quiet for 5.9 of the 6 mean gaps
+        (9.0, arriving(2, 1.0), True),  # quiet for 6 mean gaps: arrivals have stopped
+    ],
+)
+def test_a_short_backlog_is_split_once_arrivals_have_stopped(
+    now_s: float, jobs: list[JobView], planned: bool
+) -> None:
+    """The split's one assumption, nothing more arrives, holds once arrivals stop: then the
+    threshold no longer applies, and the backlog's last seconds are split too."""
+    workers = [card("h200", H200), card("rtx", RTX)]
+    plan = plan_for(snap(now_s, jobs, workers), plan_s=10.0)
+    assert (plan is not None) == planned
+    if plan is not None:
+        assert plan.families == {"rtx": frozenset({"sd15"})}
+
+
+@pytest.mark.parametrize(
+    ("arrivals_s", "now_s", "want"),
+    [
+        ((5.0,), 100.0, False),  # one job: no gap to judge by
+        ((5.0, 5.0), 5.0, True),
+        ((0.0, 1.0, 2.0), 2.5, False),
+        ((0.0, 1.0, 2.0), 8.0, True),
+        ((0.0, 10.0), 69.0, False),  # one gap of 10 s: quiet for 59 s is not yet a stop
+        ((0.0, 10.0), 70.0, True),
+    ],
+)
+def test_arrivals_have_settled_after_six_mean_gaps_of_quiet(
+    arrivals_s: tuple[float, ...], now_s: float, want: bool
+) -> None:
+    jobs = [job(f"j{i}", "m", at_s=at) for i, at in enumerate(arrivals_s)]
+    queues = [Queue.of(group) for group in groups_of(snap(now_s, jobs, []))]
+    assert settled(now_s, queues, Tuning().quiet_gaps) is want
 
 
 def test_pinned_jobs_and_reserved_workers_are_left_out() -> None:
@@ -111,7 +159,9 @@ def test_the_slow_card_leaves_the_family_it_holds_to_the_card_best_at_it() -> No
     the split it loads SD1.5, and the H200 (the card the optimum splits) is left its
     choice."""
     workers = [card("h200", H200, ("a15",)), card("rtx", RTX, ("bxl",))]
-    greedy = AffinityPolicy(Tuning(plan_s=math.inf)).assign(snap(0.0, backlog(20), workers))
+    greedy = AffinityPolicy(Tuning(plan_s=math.inf, quiet_gaps=math.inf)).assign(
+        snap(0.0, backlog(20), workers)
+    )
     assert {a.worker: a.job_id.split("-")[0] for a in greedy}["rtx"] == "bxl"
     out = AffinityPolicy().assign(snap(0.0, backlog(20), workers))
     assert {a.worker: a.job_id.split("-")[0] for a in out} == {"h200": "a15", "rtx": "a15"}
@@ -121,6 +171,17 @@ def test_the_slow_card_leaves_the_family_it_holds_to_the_card_best_at_it() -> No
     assert why["rtx"].as_dict()["first_choices"] == ["sd15"]
     assert why["h200"].first_choices == ()
     assert "first_choices" not in why["h200"].as_dict()
+
+
+def test_a_short_batch_is_split_by_default_and_a_stream_of_the_same_jobs_is_not() -> None:
+    """Three jobs of each family, about 12 s of work: under the 30 s of `plan_s`. Sent at
+    once, nothing more is coming, so the RTX leaves the SDXL it holds to the H200; arriving
+    one a second, the last just now, the greedy rules decide and it serves what it holds."""
+    workers = [card("h200", H200, ("a15",)), card("rtx", RTX, ("bxl",))]
+    batch = AffinityPolicy().assign(snap(0.0, backlog(3), workers))
+    assert {a.worker: a.job_id.split("-")[0] for a in batch}["rtx"] == "a15"
+    stream = AffinityPolicy().assign(snap(5.5, arriving(3, 1.0), workers))
+    assert {a.worker: a.job_id.split("-")[0] for a in stream}["rtx"] == "bxl"
 
 
 def unlike_farm(rng: random.Random) -> Snapshot:

@@ -41,7 +41,11 @@ def assert_same(actual: tuple[JobGroup, ...], expected: tuple[JobGroup, ...]) ->
         (g.key, g.head, g.count) for g in expected
     ]
     for got, want in zip(actual, expected, strict=True):
-        assert (got.oldest_s, got.top_priority) == (want.oldest_s, want.top_priority)
+        assert (got.oldest_s, got.newest_s, got.top_priority) == (
+            want.oldest_s,
+            want.newest_s,
+            want.top_priority,
+        )
         assert got.work_units == pytest.approx(want.work_units)
         assert got.enqueued_s_sum == pytest.approx(want.enqueued_s_sum)
 

@@ -17,5 +17,6 @@ def test_the_queue_groups_are_scaled_with_the_rest() -> None:
     assert group.count == 5
     assert group.enqueued_s_sum == pytest.approx(10.0 * sum(j.enqueued_at_s for j in jobs))
     assert group.oldest_s == pytest.approx(100.0)
+    assert group.newest_s == pytest.approx(140.0)  # the last of all five, beyond the head
     assert [j.enqueued_at_s for j in group.head] == pytest.approx([100.0, 110.0])
     assert group.waited_s(seen.now_s) == pytest.approx(10.0 * groups[0].waited_s(20.0))
