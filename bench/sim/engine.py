@@ -135,6 +135,9 @@ class Simulator:
             card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config)
             for card in cards
         }
+        self.everyone = frozenset(self.workers)
+        """What the gateway's validation marks a job eligible on: every worker's catalogue here
+        has every checkpoint."""
         self.taken_back = 0
         """Prefetched jobs moved to a worker that went idle."""
         self.queue = QueueIndex()
@@ -202,7 +205,7 @@ class Simulator:
             job = by_id[what]
             if job.follows:  # released now: it arrives now
                 job = self.records[what].job = replace(job, arrival_s=now)
-            view = job_view(job)
+            view = job_view(job, self.everyone)
             self.queue.add(view)
             self.unfinished += 1
             self.meter = demand.observe(self.meter, models_of(view), now)
@@ -377,7 +380,9 @@ def card_of(card: Card) -> str:
     return f"emulated {card.spec.profile}"
 
 
-def job_view(job: SimJob) -> JobView:
+def job_view(job: SimJob, eligible: frozenset[str] | None = None) -> JobView:
+    """The job as the dispatcher shows it: `eligible` the workers whose catalogue has its
+    files, as the gateway's validation marks every job it accepts (every worker here)."""
     shape: JobShape = job.shape
     return JobView(
         job_id=job.job_id,
@@ -386,6 +391,7 @@ def job_view(job: SimJob) -> JobView:
         checkpoint=shape.checkpoint,
         family=shape.family,
         work_units=job.work_units,
+        eligible=eligible,
         score=job.arrival_s,
     )
 

@@ -61,6 +61,8 @@ class Plan:
     """The families the split covers."""
     makespan_s: float
     """The fluid makespan of the backlog (1 / theta)."""
+    workers: frozenset[str]
+    """The workers the split covers (none of a reserved group)."""
 
     def restricts(self, lane: str) -> bool:
         return lane in self.families
@@ -71,7 +73,7 @@ class Plan:
         if served is None:
             return True
         job = queue.first
-        if job.family not in self.planned or _pinned(queue):
+        if job.family not in self.planned or _pinned(queue, self.workers):
             return True
         return job.family in served
 
@@ -86,9 +88,12 @@ def first_choices(plan: Plan | None, lane: str) -> tuple[str, ...]:
 def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning) -> Plan | None:
     """The split of the waiting backlog, or None where it would restrict no worker, or where
     the backlog is short (under `Tuning.plan_s`) and jobs still arrive."""
+    workers = frozenset(
+        lane.name for lane in farm.lanes.values() if group_admits(lane.worker.group, None)
+    )
     backlog: dict[str, tuple[int, float]] = {}
     for queue in queues:
-        if queue.has_jobs and not _pinned(queue):
+        if queue.has_jobs and not _pinned(queue, workers):
             count, work_units = backlog.get(queue.first.family, (0, 0.0))
             backlog[queue.first.family] = (count + queue.count, work_units + queue.work_units)
     if len(backlog) < 2:
@@ -110,7 +115,7 @@ def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning) -> Plan | None:
             served.update(dict.fromkeys(names, first))
     if not served:
         return None
-    return Plan(served, frozenset(families), 1.0 / theta)
+    return Plan(served, frozenset(families), 1.0 / theta, workers)
 
 
 def _most_efficient(
@@ -142,9 +147,13 @@ def settled(now_s: float, queues: Sequence[Queue], quiet_gaps: float) -> bool:
     return now_s - newest_s >= quiet_gaps * gap_s
 
 
-def _pinned(queue: Queue) -> bool:
+def _pinned(queue: Queue, workers: frozenset[str]) -> bool:
+    """Whether the queue's jobs may run on only some of the split's workers (an A/B group, or
+    validation left some out): they are left out of the split, and never restricted. A job
+    every worker may run is not pinned: the gateway's validation marks each job with the
+    workers whose catalogue has its files, every worker as a rule."""
     job = queue.first
-    return job.eligible is not None or job.group is not None
+    return job.group is not None or (job.eligible is not None and not workers <= job.eligible)
 
 
 def _one_after_another_s(classes: Sequence[tuple[list[float], list[str]]]) -> float:

@@ -130,6 +130,26 @@ def test_pinned_jobs_and_reserved_workers_are_left_out() -> None:
     assert plan_for(snap(0.0, backlog(20), reserved)) is None
 
 
+@pytest.mark.parametrize(
+    "eligible",
+    [frozenset({"h200", "rtx"}), frozenset({"h200", "rtx", "elsewhere"})],
+)
+def test_jobs_every_worker_may_run_are_split_as_unmarked_ones(eligible: frozenset[str]) -> None:
+    """The gateway's validation marks every job it accepts with the workers whose catalogue
+    has its files: every worker, as a rule. Such a job is pinned to nobody (taking it for
+    pinned left the split out of every batch through the gateway)."""
+    workers = [card("h200", H200), card("rtx", RTX)]
+    marked = plan_for(snap(0.0, backlog(20, eligible=eligible), workers))
+    assert marked is not None
+    assert marked.families == {"rtx": frozenset({"sd15"})}
+    queues = {
+        q.first.family: q
+        for q in map(Queue.of, groups_of(snap(0.0, backlog(2, eligible=eligible), [])))
+    }
+    assert marked.allows("rtx", queues["sd15"])
+    assert not marked.allows("rtx", queues["sdxl"])
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_the_fluid_optimum_survives_the_restriction(seed: int) -> None:
     """Complementary slackness: every optimal split uses only the pairs of the highest
