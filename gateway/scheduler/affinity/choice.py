@@ -18,11 +18,18 @@ For a worker (a lane) and a queue of interchangeable jobs:
   serving the queue in order, could reach that job (`first_behind`): a slow card takes the
   small jobs and leaves the fast ones the large.
 - An idle worker leaves a queue to the others only when it is not useful to it or another
-  worker would finish its next job sooner, and only while that job has waited beside it less
+  worker would finish its next job sooner, and only while the queue's jobs have waited
+  beside it, summed (`clock_s`; the next job's own wait once arrivals have stopped), less
   than the ski-rental bound: its load plus its extra run time over the fastest card; when
-  the holders are the ones it waits for, counted from when the first is due to free. (Cells
-  that need it: batch100 and burst16 on mixed16, where a slow card that loaded an SDXL job
-  after waiting its load time alone finished it 9 s after the fast holders were done.)
+  the holders are the ones it waits for, counted from when the first is due to free.
+  (Cells that need the bound: batch100 and burst16 on mixed16, where a slow card that
+  loaded an SDXL job after waiting its load time alone finished it 9 s after the fast
+  holders were done. The sum, not the next job's own wait: leaving the worker idle costs
+  every waiting job its wait, so a queue that piles up beside it buys it sooner. On random
+  farms of cards no rule was tuned on (`bench.sweep` with a card 3.6x slower than an H200
+  and one with a slow disk): 4 H200s and 4 of the slow cards at 88 % load over one
+  checkpoint, mean latency 3.00 s against `affinity_only`'s 2.43, every fast card busy and
+  the slow ones idle while jobs waited; 2.68 s with it.)
 - Among the queues it is useful to (or bound to serve) whose models it holds, it takes the
   first in queue order; among jobs that all arrived while it sat idle (a burst) the one
   where it is most needed (`Option.gain_s`), as a load does (cells that need it: bursts on
@@ -99,6 +106,8 @@ class Need:
     waiting: frozenset[str]
     """Model keys some waiting job needs."""
     demand_per_s: Mapping[str, float]
+    settled: bool = False
+    """Arrivals have stopped (`plan.settled`): the workers drain the queues on their own."""
 
 
 def alone_s(lane: Lane, queue: Queue, farm: Farm) -> float:
@@ -160,19 +169,23 @@ def weigh(
     start_s = max(lane.ready_s, now_s) + load
     done_s = start_s + farm.run_s(lane, job)
     hold_s = hold_bound_s(lane, job, farm, load) if idle else 0.0
-    if idle and waited_beside_s(lane, job, now_s) < hold_s:
-        # Work conservation: an idle worker leaves a job only to a worker that finishes it
-        # sooner, and only for the ski-rental wait. The wait has not run out (nor can the
-        # clock of `overdue_s`, which is never longer), so a sooner lane settles it.
+    beside_s = clock_s(lane, queue, now_s, need) if idle else 0.0
+    if idle and beside_s < hold_s:
+        # Work conservation: an idle worker leaves a queue only to a worker that finishes its
+        # next job sooner, and only for the ski-rental wait. The wait has not run out (nor
+        # can the clock of `overdue_s`, which is never longer), so a sooner lane settles it.
         sooner = sooner_elsewhere(lane, queue, farm, done_s, hint)
         if sooner is not None:
             return None, sooner
     holders = farm.holders(queue, lane.name)
     others = [(max(h.ready_s, now_s), alone_s(h, queue, farm)) for h in holders]
     behind = first_behind(lane, queue, farm, holders, start_s, tuning.tie_share) if warm else 0
-    if behind and overdue_s(lane, job, farm, others) >= hold_bound_s(lane, job, farm, 0.0):
-        # Skipping is bounded by the clock of guarantee 1: once a holder is due to have
-        # freed and the job has waited out the bound beside this lane, it is not skipped.
+    if behind and overdue_s(farm, others, waited_beside_s(lane, job, now_s)) >= hold_bound_s(
+        lane, job, farm, 0.0
+    ):
+        # Skipping is bounded by the clock of guarantee 1, the next job's own: once a holder
+        # is due to have freed and it has waited out the bound beside this lane, it is not
+        # skipped.
         behind = 0
     if behind:
         job = queue.head[queue.taken + behind]
@@ -186,9 +199,7 @@ def weigh(
     evict = 0.0
     if idle:
         # No lane finishes it sooner, or the wait has run out (then a useful lane serves).
-        overdue = (
-            waited_beside_s(lane, job, now_s) if useful else overdue_s(lane, job, farm, others)
-        )
+        overdue = beside_s if useful else overdue_s(farm, others, beside_s)
         serve = overdue >= hold_s or (useful and done_s <= math.inf)  # false for NaN
     elif warm:
         serve = useful
@@ -300,20 +311,47 @@ def waited_beside_s(lane: Lane, job: JobView, now_s: float) -> float:
     return waited_s if idle_since_s is None else min(waited_s, now_s - idle_since_s)
 
 
-def overdue_s(
-    lane: Lane, job: JobView, farm: Farm, holders: Sequence[tuple[float, float]]
-) -> float:
-    """The ski-rental clock when the holders of the job's models finish its queue before this
-    idle worker could finish one job of it (`holders`: each one's free time, at least now,
-    and seconds for the queue, as `fluid.finish_s` takes them): how long the job has waited
-    beside the idle worker, counted only once the first holder is due to have freed. While
-    every holder is expected to free later, waiting for them is cheaper than loading here,
-    so no load is forced a second before a holder frees; once one is due and still busy (a
-    stalled or underestimated job), the bound caps the wait. So such a job leaves an idle
-    worker's side by the later of the bound and the holders' expected free time."""
+def clock_s(lane: Lane, queue: Queue, now_s: float, need: Need) -> float:
+    """The ski-rental clock of an idle worker for a queue it leaves to others. While jobs
+    still arrive, the waits of all the queue's jobs beside it (`queue_beside_s`): every job a
+    worker takes off a queue that arrivals keep full shortens the wait of every later one, so
+    every waiting job pays for the idle worker. Once arrivals have stopped (`Need.settled`),
+    the workers drain the queue on their own and the next job's own wait is the clock: a
+    batch's makespan is decided by its last jobs, and a slow card that takes one the fast
+    cards would finish long before it only lengthens it (a batch of 40 on 4 H200s, 4 cards
+    with slow disks and 4 cards 3.6x slower, 36 checkpoints: makespan 22 -> 37 s in two seeds
+    of four with the sum)."""
+    if need.settled:
+        return waited_beside_s(lane, queue.first, now_s)
+    return queue_beside_s(lane, queue, now_s)
+
+
+def queue_beside_s(lane: Lane, queue: Queue, now_s: float) -> float:
+    """The ski-rental clock of an idle worker for a queue: the waits of the queue's jobs while
+    the worker sat idle, summed. Every waiting job pays for leaving the worker idle, so a
+    queue of n jobs runs the clock n times as fast as one job, and one job alone runs it at
+    its own wait (`waited_beside_s`). Read from the group's sums: its summed wait, but no more
+    than its count times the worker's idle time (never less than the exact sum, which counts
+    each job's wait only since the worker went idle)."""
+    summed_s = queue.waited_s(now_s)
+    idle_since_s = lane.worker.idle_since_s
+    if idle_since_s is None:
+        return summed_s
+    return min(summed_s, queue.count * max(now_s - idle_since_s, 0.0))
+
+
+def overdue_s(farm: Farm, holders: Sequence[tuple[float, float]], beside_s: float) -> float:
+    """The ski-rental clock (`beside_s`, the wait beside the idle worker) when the holders of
+    a queue's models finish it before this idle worker could finish one job of it
+    (`holders`: each one's free time, at least now, and seconds for the queue, as
+    `fluid.finish_s` takes them): it counts only once the first holder is due to have freed.
+    While every holder is expected to free later, waiting for them is cheaper than loading
+    here, so no load is forced a second before a holder frees; once one is due and still
+    busy (a stalled or underestimated job), the bound caps the wait. So such a job leaves an
+    idle worker's side by the later of the bound and the holders' expected free time."""
     if holders and min(free_s for free_s, _ in holders) > farm.now_s:
         return 0.0
-    return waited_beside_s(lane, job, farm.now_s)
+    return beside_s
 
 
 def too_slow(lane: Lane, family: str, farm: Farm, tuning: Tuning) -> bool:

@@ -10,8 +10,11 @@ tests/unit/gateway/scheduler/test_invariants.py):
 
 1. Work conservation with the ski-rental bound: a job never waits while a worker that may run
    it is idle, unless another worker finishes it sooner than the idle one could load and run
-   it, and then only until it has waited beside the idle worker as long as that load plus the
-   idle card's extra run time over the fastest card (`choice.hold_bound_s`). When it waits
+   it, and then only until the jobs of its queue have waited beside the idle worker, summed,
+   as long as that load plus the idle card's extra run time over the fastest card
+   (`choice.hold_bound_s`, `choice.clock_s`): a job alone waits the bound at most, n jobs
+   together about 1/n of it each while jobs still arrive; once arrivals have stopped, the
+   next job's own wait is the clock. When it waits
    for the holders of its models, that clock starts once the first of them is due to free
    (`choice.overdue_s`): no load is forced just before a holder frees. Nor does a job wait
    behind its group's next one while a slower idle holder finishes it before the clearly
@@ -50,7 +53,7 @@ from gateway.scheduler.affinity.choice import (
     peers,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, mean_speed
-from gateway.scheduler.affinity.plan import Plan, first_choices, plan_of
+from gateway.scheduler.affinity.plan import Plan, first_choices, plan_of, settled
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
 from gateway.scheduler.affinity.tuning import Tuning
@@ -137,6 +140,7 @@ def steps(
     need = Need(
         waiting=frozenset(key for queue in queues for key in queue.models),
         demand_per_s=snapshot.demand_per_s,
+        settled=settled(farm.now_s, queues, tuning.quiet_gaps),
     )
     plan = plan_of(farm, queues, tuning)
     yield None

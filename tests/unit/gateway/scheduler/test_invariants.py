@@ -10,10 +10,19 @@ from typing import Any
 import pytest
 
 import gateway.scheduler  # noqa: F401  (registers the policies)
+from gateway.scheduler.affinity.plan import settled
+from gateway.scheduler.affinity.state import Queue
+from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, completion_s, load_s, run_s
 from gateway.scheduler.estimates import with_estimates
 from gateway.scheduler.policy import make_policy
-from gateway.scheduler.queue import class_key, group_jobs, heads_in_order, queue_order
+from gateway.scheduler.queue import (
+    class_key,
+    group_jobs,
+    groups_of,
+    heads_in_order,
+    queue_order,
+)
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from tests.unit.gateway.scheduler.factories import job, snap, worker
 
@@ -29,6 +38,8 @@ def busy(name: str, resident: tuple[str, ...], frees_in_s: float, **kw: Any) -> 
 SLOW_IDLE = worker("idle", (), speed=2.0)
 DUE = worker("h", ("m1",), free=0, outstanding=1, outstanding_s=0.0)
 """A holder due to have freed by now, still running (a stalled or underestimated job)."""
+SLOW_FAST = [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]
+"""A slow idle card and a busy fast one that finishes an m1 job sooner, loading it."""
 FAST_IDLE = worker("idle", ("m2",), speed=20.0)
 FULL_FAST = worker("h", ("m1",), free=0, outstanding=2, outstanding_s=1.0, speed=20.0)
 """A fast holder of m1 with no free slot, due to free in 1 s."""
@@ -90,6 +101,28 @@ CONSERVATION = {
     "...but no longer than its load plus that premium": (
         snap(12.6, [job("a", "m1", 4.0)], [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]),
         True,
+    ),
+    # While jobs still arrive, every waiting job pays for the idle card: three jobs that
+    # arrived a second apart run the clock three times as fast (bound 8.5 s, as above).
+    "...sooner while jobs arrive: the queue's waits beside it, summed, reach the bound": (
+        snap(9.0, [job("a", "m1", 5.0), job("b", "m1", 6.0), job("c", "m1", 7.0)], SLOW_FAST),
+        True,
+    ),
+    "...not before (3.5 + 2.5 + 1.5 s < 8.5 s)": (
+        snap(8.5, [job("a", "m1", 5.0), job("b", "m1", 6.0), job("c", "m1", 7.0)], SLOW_FAST),
+        False,
+    ),
+    "...each wait counted from when the worker went idle (3 x 0.5 s)": (
+        snap(
+            7.0,
+            [job("a", "m1", 0.0), job("b", "m1", 1.0), job("c", "m1", 2.0)],
+            [worker("idle", (), speed=2.0, idle_since_s=6.5), SLOW_FAST[1]],
+        ),
+        False,
+    ),
+    "...and once arrivals have stopped (a batch), the next job's own wait alone (4 s)": (
+        snap(8.0, [job(x, "m1", 4.0) for x in "abc"], SLOW_FAST),
+        False,
     ),
     "a slow idle card that would finish first takes the job at once": (
         snap(5.0, [job("a", "m1", 5.0)], [SLOW_IDLE, busy("h", ("m1",), 30.0, speed=20.0)]),
@@ -214,15 +247,29 @@ def next_of_each_group(waiting: Iterable[JobView]) -> list[JobView]:
     return list(first.values())
 
 
+def clock_s(group: list[JobView], idle: WorkerView, now_s: float, stopped: bool) -> float:
+    """The waits beside the idle worker, each since the job arrived or the worker went idle,
+    whichever is later: of every job of the group while jobs still arrive, of its next one
+    once arrivals have stopped."""
+    since_s = idle.idle_since_s or 0.0
+    counted = group[:1] if stopped else group
+    return sum(max(now_s - max(one.enqueued_at_s, since_s), 0.0) for one in counted)
+
+
 def left_waiting_on_an_idle_worker(snapshot: Snapshot, out: list[Assignment]) -> list[str]:
     """Jobs that stay waiting beside an idle worker that got nothing, outside the exception:
-    no other worker would finish them sooner, or they have waited the ski-rental bound since
-    a holder of their models was due to free."""
+    no other worker would finish them sooner, or the jobs of their group have waited, summed,
+    the ski-rental bound since a holder of their models was due to free."""
     taken = {a.job_id for a in out}
     given = {a.worker for a in out}
     idle = [w for w in snapshot.workers if w.outstanding == 0 and w.name not in given]
+    left = [j for j in snapshot.jobs if j.job_id not in taken]
+    # Whether arrivals have stopped, as the policy reads it from the queue's groups.
+    queues = [Queue.of(group) for group in groups_of(snapshot)]
+    stopped = settled(snapshot.now_s, queues, Tuning().quiet_gaps)
     bad = []
-    for waiting in next_of_each_group(j for j in snapshot.jobs if j.job_id not in taken):
+    for waiting in next_of_each_group(left):
+        group = sorted((j for j in left if class_key(j) == class_key(waiting)), key=queue_order)
         for w in (w for w in idle if w.free_slots > 0 and can_run(waiting, w)):
             here_s = completion_s(waiting, w)
             sooner = [
@@ -231,7 +278,7 @@ def left_waiting_on_an_idle_worker(snapshot: Snapshot, out: list[Assignment]) ->
                 if o.name != w.name and can_run(waiting, o) and completion_s(waiting, o) < here_s
             ]
             bound_s = hold_bound_s(waiting, w, snapshot)
-            beside_s = snapshot.now_s - max(waiting.enqueued_at_s, w.idle_since_s or 0.0)
+            beside_s = clock_s(group, w, snapshot.now_s, stopped)
             if holder_expected_to_free(waiting, w, snapshot, out):
                 beside_s = 0.0  # the clock runs once a holder is due and still busy
             if not sooner or beside_s >= bound_s:
