@@ -85,9 +85,10 @@ def first_choices(plan: Plan | None, lane: str) -> tuple[str, ...]:
     return tuple(sorted(plan.families.get(lane, ())))
 
 
-def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning) -> Plan | None:
+def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning, stopped: bool) -> Plan | None:
     """The split of the waiting backlog, or None where it would restrict no worker, or where
-    the backlog is short (under `Tuning.plan_s`) and jobs still arrive."""
+    the backlog is short (under `Tuning.plan_s`) and jobs still arrive (`stopped`: whether
+    arrivals have stopped, `settled`)."""
     workers = frozenset(
         lane.name for lane in farm.lanes.values() if group_admits(lane.worker.group, None)
     )
@@ -102,7 +103,7 @@ def plan_of(farm: Farm, queues: Sequence[Queue], tuning: Tuning) -> Plan | None:
     classes = _classes(farm, families, backlog)
     if sum(len(names) for _, names in classes) < 2:
         return None
-    plan_s = 0.0 if settled(farm.now_s, queues, tuning.quiet_gaps) else tuning.plan_s
+    plan_s = 0.0 if stopped else tuning.plan_s
     if _one_after_another_s(classes) < plan_s:
         return None  # a schedule at least as slow as the optimum already beats the threshold
     theta, prices = _solve([t for t, _ in classes], [len(names) for _, names in classes])

@@ -14,9 +14,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
    as long as that load plus the idle card's extra run time over the fastest card
    (`choice.hold_bound_s`, `choice.clock_s`): a job alone waits the bound at most, n jobs
    together about 1/n of it each while jobs still arrive; once arrivals have stopped, the
-   next job's own wait is the clock. When it waits
-   for the holders of its models, that clock starts once the first of them is due to free
-   (`choice.overdue_s`): no load is forced just before a holder frees. Nor does a job wait
+   next job's own wait is the clock. When it waits for the holders of its models, that
+   clock starts once the first of them is due to free (`choice.overdue_s`): no load is
+   forced just before a holder frees. Nor does a job wait
    behind its group's next one while a slower idle holder finishes it before the clearly
    faster holders, serving the group in order, could reach it (`choice.first_behind`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
@@ -142,7 +142,7 @@ def steps(
         demand_per_s=snapshot.demand_per_s,
         settled=settled(farm.now_s, queues, tuning.quiet_gaps),
     )
-    plan = plan_of(farm, queues, tuning)
+    plan = plan_of(farm, queues, tuning, need.settled)
     yield None
     if prune:
         search = Search(farm, need, queues, tuning, plan)

@@ -51,7 +51,8 @@ def backlog(
 def plan_for(snapshot: Snapshot, plan_s: float = 5.0) -> Plan | None:
     queues = [Queue.of(group) for group in groups_of(snapshot)]
     farm = Farm.of(snapshot, lanes_of(snapshot), (q.first.family for q in queues))
-    return plan_of(farm, queues, Tuning(plan_s=plan_s))
+    tuning = Tuning(plan_s=plan_s)
+    return plan_of(farm, queues, tuning, settled(snapshot.now_s, queues, tuning.quiet_gaps))
 
 
 def test_unlike_cards_each_serve_first_what_they_are_relatively_best_at() -> None:
