@@ -40,6 +40,8 @@ DUE = worker("h", ("m1",), free=0, outstanding=1, outstanding_s=0.0)
 """A holder due to have freed by now, still running (a stalled or underestimated job)."""
 SLOW_FAST = [SLOW_IDLE, busy("h", ("m2",), 3.0, speed=20.0)]
 """A slow idle card and a busy fast one that finishes an m1 job sooner, loading it."""
+HELD = [worker("idle", ()), busy("h", ("m1",), 1.0)]
+"""An empty idle worker and a busy like one holding m1, due to free in 1 s."""
 FAST_IDLE = worker("idle", ("m2",), speed=20.0)
 FULL_FAST = worker("h", ("m1",), free=0, outstanding=2, outstanding_s=1.0, speed=20.0)
 """A fast holder of m1 with no free slot, due to free in 1 s."""
@@ -122,6 +124,29 @@ CONSERVATION = {
     ),
     "...and once arrivals have stopped (a batch), the next job's own wait alone (4 s)": (
         snap(8.0, [job(x, "m1", 4.0) for x in "abc"], SLOW_FAST),
+        False,
+    ),
+    # The holder frees in 1 s and runs each job in 1 s, three jobs in 4 s; the idle worker
+    # would load for 4 s and finish one in 5 s. Arrivals are counted one standard error low:
+    # 2 - sqrt(2) in the 0.4 s since the first, more than the holder's 1 job/s.
+    "an empty idle worker loads at once where the holder cannot keep up with the arrivals": (
+        snap(5.0, [job(x, "m1", at) for x, at in (("a", 4.6), ("b", 4.8), ("c", 5.0))], HELD),
+        True,
+    ),
+    "...but not where they arrive slower than it serves them (it clears them in 4 / 0.97 s)": (
+        snap(25.0, [job(x, "m1", at) for x, at in (("a", 5.0), ("b", 15.0), ("c", 25.0))], HELD),
+        False,
+    ),
+    "...nor once arrivals have stopped": (
+        snap(10.0, [job(x, "m1", at) for x, at in (("a", 4.6), ("b", 4.8), ("c", 5.0))], HELD),
+        False,
+    ),
+    "...nor where its load would evict a model": (
+        snap(
+            5.0,
+            [job(x, "m1", at) for x, at in (("a", 4.6), ("b", 4.8), ("c", 5.0))],
+            [worker("idle", ("m2",)), HELD[1]],
+        ),
         False,
     ),
     "a slow idle card that would finish first takes the job at once": (
