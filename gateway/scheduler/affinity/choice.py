@@ -189,6 +189,7 @@ def weigh(
         # is due to have freed and it has waited out the bound beside this lane, it is not
         # skipped.
         behind = 0
+    gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
     if behind:
         job = queue.head[queue.taken + behind]
         done_s = start_s + farm.run_s(lane, job)
@@ -197,9 +198,8 @@ def weigh(
         useful = done_s <= (
             holders_done_s(others, holders, job, farm)
             if warm
-            else clear_s(lane, queue, others, need, idle, now_s)
+            else clear_s(queue, others, now_s, idle and not gone and not need.settled)
         )
-    gone = () if warm else evicted(lane.resident, queue.models, lane.worker.cache_slots)
     evict = 0.0
     if idle:
         # No lane finishes it sooner, or the wait has run out (then a useful lane serves).
@@ -542,17 +542,13 @@ def holders_done_s(
 
 
 def clear_s(
-    lane: Lane,
-    queue: Queue,
-    others: Sequence[tuple[float, float]],
-    need: Need,
-    idle: bool,
-    now_s: float,
+    queue: Queue, others: Sequence[tuple[float, float]], now_s: float, arriving: bool
 ) -> float:
     """When the other workers holding the queue's models (`others`, as `fluid.finish_s` takes
-    them) are done with it, for the test of whether `lane` loading it is useful: the fluid
-    finish F of the queue as it stands, or, for an idle lane whose load evicts nothing while
-    jobs still arrive, the end of the holders' busy period: with the queue's jobs arriving at
+    them) are done with it, for the test of whether a lane loading it is useful: the fluid
+    finish F of the queue as it stands, or, where `arriving` (`weigh` says so for an idle
+    lane whose load evicts nothing while jobs still arrive), the end of the holders' busy
+    period: with the queue's jobs arriving at
     rho times the rate the holders serve them, F / (1 - rho), never when rho >= 1. The rate
     is read from the waiting jobs themselves (every job that arrived after the oldest is still
     waiting behind it) and counted one standard error low: count - 1 - sqrt(count - 1)
@@ -569,9 +565,7 @@ def clear_s(
     (README, "Not built")."""
     finish = finish_s(others)
     span_s = now_s - queue.first.enqueued_at_s
-    if not idle or need.settled or queue.count < 2 or span_s <= 0.0 or math.isinf(finish):
-        return finish
-    if evicted(lane.resident, queue.models, lane.worker.cache_slots):
+    if not arriving or queue.count < 2 or span_s <= 0.0 or math.isinf(finish):
         return finish
     gaps = queue.count - 1
     served_per_s = queue.count * sum(1.0 / alone_s for _, alone_s in others)

@@ -16,7 +16,9 @@ tests/unit/gateway/scheduler/test_invariants.py):
    together about 1/n of it each while jobs still arrive; once arrivals have stopped, the
    next job's own wait is the clock. When it waits for the holders of its models, that
    clock starts once the first of them is due to free (`choice.overdue_s`): no load is
-   forced just before a holder frees. Nor does a job wait
+   forced just before a holder frees; an idle worker whose load evicts nothing judges the
+   holders, while jobs still arrive, on clearing the queue with its arrivals
+   (`choice.clear_s`). Nor does a job wait
    behind its group's next one while a slower idle holder finishes it before the clearly
    faster holders, serving the group in order, could reach it (`choice.first_behind`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
