@@ -41,13 +41,19 @@ For a worker (a lane) and a queue of interchangeable jobs:
   queue is done with this worker's help (`Option.gain_s`: a queue no worker holds first, its whole
   wait; then water-filling, the queue whose holders would finish it last gains most; cells
   that need it: burst16 on flags4, mixed16 and mixed4 with LRU, where a free card that
-  loaded the cheapest model left the bottleneck's big jobs to one holder), then by response
-  ratio with the load in it: (waited + cost) / cost over the share of the queue it would
-  serve, cost = load + reloads it causes + run, scaled by how fast this card runs the family
-  against the fastest other card (comparative advantage). A worker with warm work takes a
-  load over it only when the load's ratio is `switch_ratio` times its warm work's, or its
-  priority is higher (`admissible`). A load must be earned by waiting; under heavy load
-  every wait grows together, so each load serves more jobs instead of loads multiplying.
+  loaded the cheapest model left the bottleneck's big jobs to one holder), then by what the
+  load buys per second it blocks the worker (`Option.first_ratio`): the summed wait and cost
+  of the share of the queue it would serve over the cost of its first job, (waited + cost) /
+  (load + reloads it causes + one run), cost = load + reloads + the share's runs, scaled by
+  how fast this card runs the family against the fastest other card (comparative
+  advantage). The cell that needs the first job's cost rather than the whole share's:
+  poisson95 uniform4 K=4N, where busy workers loaded lone old jobs of rare checkpoints while
+  8-13 jobs of the popular one, which no worker then held, waited (goodput 0.85 -> 0.97 good
+  jobs/s, 8 seeds; swarm_like 1.12). A worker with warm work takes a load over it only
+  when the load's response ratio, (waited + cost) / cost over its share, is `switch_ratio`
+  times its warm work's, or its priority is higher (`admissible`). A load must be earned by
+  waiting; under heavy load every wait grows together, so each load serves more jobs instead
+  of loads multiplying. Both ratios grow with the wait without bound: no job waits forever.
 """
 
 from __future__ import annotations
@@ -94,11 +100,23 @@ class Option:
         return self.load_s + self.evict_s + self.run_s
 
     def ratio(self) -> float:
+        """The response ratio of its share, (waited + cost) / cost: what a load must earn over
+        warm work (`admissible`)."""
         return (self.waited_s + self.cost_s) / self.cost_s * self.advantage
 
+    def first_ratio(self) -> float:
+        """How a load ranks among loads (`key`): its share's waited and cost seconds over the
+        cost of its first job, (waited + cost) / (load + reloads + one run). The load is paid
+        once and the jobs behind it ride warm, so a queue of many jobs that each waited a
+        while comes before a lone job that waited as long, which the response ratio would
+        serve first (its cost counts every run of the share); it grows with the wait without
+        bound, like the response ratio."""
+        first_s = self.load_s + self.evict_s + self.run_s / self.jobs
+        return (self.waited_s + self.cost_s) / first_s * self.advantage
+
     def key(self) -> tuple[int, float, float, float]:
-        """Among loads, higher is better: priority, then the gain, then the response ratio."""
-        return (self.priority, self.gain_s, self.ratio(), self.jobs / self.cost_s)
+        """Among loads, higher is better: priority, then the gain, then `first_ratio`."""
+        return (self.priority, self.gain_s, self.first_ratio(), self.jobs / self.cost_s)
 
 
 @dataclass(frozen=True)
@@ -509,19 +527,26 @@ def _before(key: tuple[float, ...], index: int, other: tuple[float, ...], other_
     return key > other or (key == other and index < other_index)
 
 
-def ratio_bound(lane: Lane, queue: Queue, farm: Farm) -> float:
-    """An upper bound on `option_for(lane, queue, ...).ratio()` for a queue the lane does not
-    hold, cheap to compute: the ratio with no reloads and the whole queue served (the ratio
-    grows with the share served, and load and reload seconds are never negative). inf where
-    that reasoning does not hold (no run time to divide by, a negative load)."""
+def ratio_bounds(lane: Lane, queue: Queue, farm: Farm) -> tuple[float, float]:
+    """Upper bounds on `Option.ratio` and `Option.first_ratio` of `option_for(lane, queue,
+    ...)` for a queue the lane does not hold, cheap to compute: the ratios with no reloads
+    and the whole queue served. For `ratio`, it grows with the share served, and load and
+    reload seconds are never negative. For `first_ratio` = (f W + L' + f R) / (L' + R / n),
+    the share f of the n jobs at least 1 / n and at most 1 and L' = load + reloads: f (W + R)
+    >= R / n, so it falls as L' grows from the load L and is at most (W + L + R) / (L +
+    R / n). inf where that reasoning does not hold (no run time to divide by, a negative
+    load)."""
     job = queue.first
     speed, fixed_s = farm.rate(lane, job.family)
     run_s = queue.count * fixed_s + queue.work_units / speed  # `alone_s`, inline: a hot path
     load = load_s(job, lane.worker, lane.resident)
     if load < 0.0 or run_s <= 0.0:
-        return math.inf
+        return math.inf, math.inf
     waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
-    return (1.0 + waited_s / (load + run_s)) * farm.advantage(lane, job.family)
+    advantage = farm.advantage(lane, job.family)
+    cost_s = load + run_s
+    first_s = load + run_s / queue.count
+    return (1.0 + waited_s / cost_s) * advantage, (waited_s + cost_s) / first_s * advantage
 
 
 def holders_done_s(
@@ -589,15 +614,21 @@ def holders_finish_s(queue: Queue, farm: Farm) -> float:
 
 
 def queue_bound(queue: Queue, farm: Farm) -> float:
-    """An upper bound on `ratio_bound` over every lane: no load, no fixed seconds, the whole
-    queue run at the fastest speed for its family, and the highest comparative advantage
-    (the fastest card's over the second; 1 for any other). inf where that reasoning does not
-    hold."""
+    """An upper bound on the `ratio` bound of `ratio_bounds` over every lane: no load, no
+    fixed seconds, the whole queue run at the fastest speed for its family, and the highest
+    comparative advantage (the fastest card's over the second; 1 for any other). inf where
+    that reasoning does not hold."""
     fastest, advantage = farm.top_advantage.get(queue.first.family, (0.0, 1.0))
     if fastest <= 0.0 or queue.work_units <= 0.0:
         return math.inf
     waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
     return (1.0 + waited_s * fastest / queue.work_units) * advantage
+
+
+def queue_first_bound(queue: Queue, farm: Farm) -> float:
+    """An upper bound on the `first_ratio` bound of `ratio_bounds` over every lane: with no
+    load it is n (W + R) / R, at most n times `queue_bound`."""
+    return queue.count * queue_bound(queue, farm)
 
 
 def _warm_key(option: Option) -> tuple[float, float, float, float]:

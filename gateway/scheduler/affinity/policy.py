@@ -23,7 +23,8 @@ tests/unit/gateway/scheduler/test_invariants.py):
    faster holders, serving the group in order, could reach it (`choice.first_behind`).
 2. A burst of jobs on idle workers uses every idle worker that finishes some job sooner than
    the workers already given work would (so every worker that shortens the makespan).
-3. Nothing is left waiting forever: a job's response ratio grows with its wait, without bound.
+3. Nothing is left waiting forever: a job's response ratio, and the ratio loads are ranked by
+   (`choice.Option.first_ratio`), grow with its wait without bound.
 4. A job goes to a worker that finishes it within `Tuning.tie_share` of the earliest
    (`choice.land`): a warm job to the holder that alone holds the fewest models; a load to a
    warm one, then the least eviction cost, then the least traffic of what it evicts, then the

@@ -5,12 +5,14 @@ every queue at every step (`place(..., prune=False)`), at a cost close to what c
   a lane with warm work the others are visited by falling ratio bound over every lane
   (`choice.queue_bound`, `by_ratio`) until none could earn the switch from it
   (`choice.admissible`); one is evaluated only when its ratio bound for this lane
-  (`choice.ratio_bound`) could earn it too. For a lane with none they are visited in the
-  order of `Option.key` bounded over every lane (`by_bound`): those no worker holds by their
-  ratio bound, then the others by the bound on any helper's gain (`choice.holders_finish_s`:
-  no help makes a queue done before now), until none can beat the best load so far. Both
-  orders are kept as queues lose jobs and holders change. The ratio bounds assume what the
-  rules never produce otherwise: load, reload and fixed seconds are never negative.
+  (`choice.ratio_bounds`) could earn it too. For a lane with none they are visited in the
+  order of `Option.key` bounded over every lane (`by_bound`): those no worker holds by the
+  bound on their `Option.first_ratio` (`choice.queue_first_bound`, then for the lane
+  `choice.ratio_bounds`), then the others by the bound on any helper's gain
+  (`choice.holders_finish_s`: no help makes a queue done before now), until none can beat
+  the best load so far. Both orders are kept as queues lose jobs and holders change. The
+  ratio bounds assume what the rules never produce otherwise: load, reload and fixed seconds
+  are never negative.
 - Options, bounds and per-lane costs are kept across the assignments of one call, each
   stamped with the versions of the lane and the queue it was computed from. A placement
   changes the versions of the lane that took the job, of the queue it came from, of the
@@ -60,7 +62,8 @@ from gateway.scheduler.affinity.choice import (
     landing,
     peers,
     queue_bound,
-    ratio_bound,
+    queue_first_bound,
+    ratio_bounds,
     weigh,
 )
 from gateway.scheduler.affinity.lanes import Lane, advance, mean_speed
@@ -76,7 +79,8 @@ RatioRank = tuple[int, float, int]
 """A queue's place in `Search.by_ratio`: negated priority, negated `choice.queue_bound`, index."""
 Rank = tuple[int, int, float, int]
 """A queue's place in `Search.by_bound`: negated priority, -1 for a queue no worker holds
-(else 0), the negated bound on its options' ratio (no holder) or gain (held), its index."""
+(else 0), the negated bound on its options' `first_ratio` (no holder) or gain (held), its
+index."""
 R = TypeVar("R", Rank, RatioRank)
 T = TypeVar("T")
 Steps = Generator[None, None, T]
@@ -132,7 +136,7 @@ class Search:
         """Queues weighed (`choice.weigh`) so far."""
         self.placed_on = dict.fromkeys(farm.lanes, 0)
         """Bumped when a lane takes a job."""
-        self.bounds: dict[tuple[str, int], tuple[int, int, float]] = {}
+        self.bounds: dict[tuple[str, int], tuple[int, int, tuple[float, float]]] = {}
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
         self._may_run: dict[tuple[str, int], bool] = {}
@@ -335,7 +339,7 @@ class Search:
                 break  # so are the rest of its priority, and the lower ones
             if not self.loadable(lane, index, held):
                 continue
-            if priority == kept.priority and _below(self.bound(lane, index), limit):
+            if priority == kept.priority and _below(self.bound(lane, index)[0], limit):
                 continue
             option = yield from self.option_steps(lane, index, idle)
             if option is not None and admissible(option, kept, self.tuning):
@@ -364,7 +368,7 @@ class Search:
         if (
             unheld
             and best is not None
-            and _beaten(priority, True, self.bound(lane, index), best[0])
+            and _beaten(priority, True, self.bound(lane, index)[1], best[0])
         ):
             return "skip"
         return "weigh"
@@ -385,7 +389,7 @@ class Search:
             return None
         done_s = holders_finish_s(queue, self.farm)
         if math.isinf(done_s):
-            return (-queue.first.priority, -1, -queue_bound(queue, self.farm), index)
+            return (-queue.first.priority, -1, -queue_first_bound(queue, self.farm), index)
         return (-queue.first.priority, 0, -(done_s - self.farm.now_s), index)
 
     def by_bound(self) -> Steps[list[Rank]]:
@@ -453,15 +457,15 @@ class Search:
         self.leaning.setdefault(name, {}).setdefault(lane.name, set()).add(index)
         return None
 
-    def bound(self, lane: Lane, index: int) -> float:
-        """`choice.ratio_bound`: it depends on the queue and on the lane's load of it (its
+    def bound(self, lane: Lane, index: int) -> tuple[float, float]:
+        """`choice.ratio_bounds`: they depend on the queue and on the lane's load of it (its
         speed and the fastest speeds do not change), not on who else holds what."""
         key = (lane.name, index)
         lane_version, queue_version = self.loaded.get(key, 0), self.taken[index]
         kept = self.bounds.get(key)
         if kept is not None and kept[0] == lane_version and kept[1] == queue_version:
             return kept[2]
-        bound = ratio_bound(lane, self.queues[index], self.farm)
+        bound = ratio_bounds(lane, self.queues[index], self.farm)
         self.bounds[key] = (lane_version, queue_version, bound)
         return bound
 
@@ -600,12 +604,13 @@ def _move(order: list[R], ranks: list[R | None], index: int, new: R | None) -> N
 
 def _beaten(priority: int, unheld: bool, bound: float, best: Option) -> bool:
     """Whether every load with this priority and bound ranks below the load `best` by
-    `Option.key`: a ratio bound for a queue no worker holds (`unheld`), else a gain bound."""
+    `Option.key`: a `first_ratio` bound for a queue no worker holds (`unheld`), else a gain
+    bound."""
     if priority != best.priority:
         return priority < best.priority
     if unheld != math.isinf(best.gain_s):
         return not unheld
-    return _below(bound, best.ratio() if unheld else best.gain_s)
+    return _below(bound, best.first_ratio() if unheld else best.gain_s)
 
 
 def _below(bound: float, limit: float) -> bool:

@@ -33,6 +33,30 @@ def option(
     )
 
 
+def queue_load(*, jobs: int, waited_each_s: float, gain_s: float = math.inf) -> Option:
+    """A load of 0.5 s for a share of `jobs` jobs of 1 s each, every one waited
+    `waited_each_s`."""
+    return Option(
+        queue=QUEUE,
+        warm=False,
+        load_s=0.5,
+        evict_s=0.0,
+        jobs=float(jobs),
+        run_s=float(jobs),
+        waited_s=jobs * waited_each_s,
+        advantage=1.0,
+        priority=0,
+        gain_s=gain_s,
+    )
+
+
+LONE = queue_load(jobs=1, waited_each_s=5.0)
+"""Response ratio (5 + 1.5) / 1.5 = 4.3; over its first job's cost the same."""
+CROWD = queue_load(jobs=10, waited_each_s=3.0)
+"""Response ratio (30 + 10.5) / 10.5 = 3.9, below the lone job's; over its first job's cost
+(0.5 + 1 s) 27: one load serves ten jobs."""
+
+
 WARM = option(warm=True, ratio=2.0)
 """Warm work with ratio 2: a load of its priority must reach 4 x 2 = 8 (`switch_ratio` 4)."""
 
@@ -63,6 +87,21 @@ CHOICES: dict[str, tuple[list[Option], int | None]] = {
     "with no warm work, equal gains go to the higher ratio": (
         [option(ratio=1.5, gain_s=4.0), option(ratio=3.0, gain_s=4.0)],
         1,
+    ),
+    "among queues no one holds, ten jobs that waited 3 s each before a lone job that waited 5 s": (
+        [LONE, CROWD],
+        1,
+    ),
+    "the lone job's turn comes: once it has waited 40 s it goes first": (
+        [queue_load(jobs=1, waited_each_s=40.0), CROWD],
+        0,
+    ),
+    "a gain still comes before the ratio over the first job": (
+        [
+            queue_load(jobs=1, waited_each_s=5.0, gain_s=3.0),
+            queue_load(jobs=10, waited_each_s=3.0, gain_s=2.0),
+        ],
+        0,
     ),
     "a load of a higher priority is taken over warm work whatever its ratio": (
         [WARM, option(ratio=1.0, gain_s=1.0, priority=1)],
