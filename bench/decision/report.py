@@ -138,7 +138,10 @@ def plot(rows: Sequence[Row], path: Path, command: str) -> None:
 
 NOTES = (
     "CPU: milliseconds of CPU time of the calling thread (`time.thread_time_ns`) during one "
-    "`policy.assign(snapshot)` call, what the placement itself costs. Wall: the same calls "
+    "`policy.assign(snapshot)` call, what the placement itself costs; a call of 256 groups x "
+    "workers or more runs with the garbage collector's passes deferred until it ends, as the "
+    "dispatcher runs it (`dispatcher.decisions`: a pass over a large snapshot takes 30-50 ms, "
+    "whichever assignment it lands in). Wall: the same calls "
     "by the wall clock (`time.perf_counter_ns`), what a caller waits on this machine, "
     "where other processes share the cores and preempt the call "
     "(the load average above): on a loaded machine the wall p99 and max are mostly that "
