@@ -400,6 +400,18 @@ def test_an_old_cold_job_is_served_before_a_stream_of_warm_ones() -> None:
         assert ("cold" in {a.job_id for a in placed(snapshot)}) == served
 
 
+def test_a_load_serves_the_queue_it_buys_most_for_and_a_lone_job_still_gets_its_turn() -> None:
+    """Among queues no worker holds, loads rank by waited + cost over the first job's cost: one
+    load (4 s) for ten jobs that each waited 1 s comes before a lone job that waited 5 s (the
+    response ratio over the whole share would take the lone job: 2.0 against 1.7); the lone
+    job's turn comes as its wait grows, without bound."""
+    crowd = [job(f"c{i}", "m1", at_s=99.0) for i in range(10)]
+    for waited_s, first in [(5.0, "c0"), (500.0, "lone")]:
+        lone = job("lone", "m2", at_s=100.0 - waited_s)
+        (only,) = placed(snap(100.0, [lone, *crowd], [worker("only", ("m0",))]))
+        assert only.job_id == first
+
+
 def test_a_decision_sees_groups_not_jobs() -> None:
     """Jobs of one group beyond its head are counted in its aggregates: the policy sees their
     work (a second copy is loaded for 200 queued jobs, not for the 4 shown)."""
