@@ -13,7 +13,7 @@ import numpy as np
 import gateway.scheduler  # noqa: F401  (registers the policies)
 from bench.deadline import Overrun, deadline
 from bench.decision.snapshots import CASES, Size, build_snapshot
-from gateway.dispatch.dispatcher import OFF_LOOP_AT, collections_deferred
+from gateway.dispatch.dispatcher import collections_deferred, is_large
 from gateway.scheduler.policy import Policy, Stepwise, make_policy
 from gateway.scheduler.snapshot import Snapshot
 
@@ -94,7 +94,7 @@ def _timed(policy: Policy, snapshot: Snapshot) -> tuple[Sample, int]:
     """One call, as the dispatcher makes it (`dispatcher.decisions`): a large one with the
     garbage collector's passes deferred until it ends, so a pass that walks the snapshot
     (30 ms at 100,000 x 256 x 256) is not counted against whichever assignment it hit."""
-    if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
+    if not is_large(snapshot):
         return _timed_call(policy, snapshot)
     with collections_deferred():
         return _timed_call(policy, snapshot)

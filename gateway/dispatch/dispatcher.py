@@ -420,7 +420,7 @@ async def decisions(policy: Policy, snapshot: Snapshot) -> AsyncGenerator[Assign
     collector's passes deferred until it ends (close it, `contextlib.aclosing`, if not read
     to the end). `bench.looplag` measures the loop's longest gap during one,
     `bench.decision` the CPU time of each call and of each assignment."""
-    if len(snapshot.groups) * len(snapshot.workers) < OFF_LOOP_AT:
+    if not is_large(snapshot):
         for assignment in policy.assign(snapshot):
             yield assignment
         return
@@ -436,6 +436,12 @@ async def decisions(policy: Policy, snapshot: Snapshot) -> AsyncGenerator[Assign
             if time.perf_counter() - since_s >= STEP_S:
                 await asyncio.sleep(0)
                 since_s = time.perf_counter()
+
+
+def is_large(snapshot: Snapshot) -> bool:
+    """Whether `decisions` makes the decision in steps or on a thread (`OFF_LOOP_AT`), with
+    the collector's passes deferred."""
+    return len(snapshot.groups) * len(snapshot.workers) >= OFF_LOOP_AT
 
 
 async def decide(policy: Policy, snapshot: Snapshot) -> list[Assignment]:

@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gateway.scheduler.affinity.fluid import finish_s, share
 from gateway.scheduler.affinity.lanes import Lane
@@ -527,7 +528,14 @@ def _before(key: tuple[float, ...], index: int, other: tuple[float, ...], other_
     return key > other or (key == other and index < other_index)
 
 
-def ratio_bounds(lane: Lane, queue: Queue, farm: Farm) -> tuple[float, float]:
+class Bounds(NamedTuple):
+    """Upper bounds on a lane's `Option.ratio` and `Option.first_ratio` for a queue."""
+
+    ratio: float
+    first_ratio: float
+
+
+def ratio_bounds(lane: Lane, queue: Queue, farm: Farm) -> Bounds:
     """Upper bounds on `Option.ratio` and `Option.first_ratio` of `option_for(lane, queue,
     ...)` for a queue the lane does not hold, cheap to compute: the ratios with no reloads
     and the whole queue served. For `ratio`, it grows with the share served, and load and
@@ -541,12 +549,12 @@ def ratio_bounds(lane: Lane, queue: Queue, farm: Farm) -> tuple[float, float]:
     run_s = queue.count * fixed_s + queue.work_units / speed  # `alone_s`, inline: a hot path
     load = load_s(job, lane.worker, lane.resident)
     if load < 0.0 or run_s <= 0.0:
-        return math.inf, math.inf
+        return Bounds(math.inf, math.inf)
     waited_s = max(queue.count * farm.now_s - queue.enqueued_s_sum, 0.0)  # `Queue.waited_s`
     advantage = farm.advantage(lane, job.family)
     cost_s = load + run_s
     first_s = load + run_s / queue.count
-    return (1.0 + waited_s / cost_s) * advantage, (waited_s + cost_s) / first_s * advantage
+    return Bounds((1.0 + waited_s / cost_s) * advantage, (waited_s + cost_s) / first_s * advantage)
 
 
 def holders_done_s(

@@ -48,6 +48,7 @@ from dataclasses import replace
 from typing import Literal, TypeVar
 
 from gateway.scheduler.affinity.choice import (
+    Bounds,
     Landing,
     Need,
     Option,
@@ -136,7 +137,7 @@ class Search:
         """Queues weighed (`choice.weigh`) so far."""
         self.placed_on = dict.fromkeys(farm.lanes, 0)
         """Bumped when a lane takes a job."""
-        self.bounds: dict[tuple[str, int], tuple[int, int, tuple[float, float]]] = {}
+        self.bounds: dict[tuple[str, int], tuple[int, int, Bounds]] = {}
         self.loads: dict[tuple[str, int], tuple[int, float]] = {}
         self.landings: dict[tuple[str, int], tuple[int, Landing]] = {}
         self._may_run: dict[tuple[str, int], bool] = {}
@@ -339,7 +340,7 @@ class Search:
                 break  # so are the rest of its priority, and the lower ones
             if not self.loadable(lane, index, held):
                 continue
-            if priority == kept.priority and _below(self.bound(lane, index)[0], limit):
+            if priority == kept.priority and _below(self.bound(lane, index).ratio, limit):
                 continue
             option = yield from self.option_steps(lane, index, idle)
             if option is not None and admissible(option, kept, self.tuning):
@@ -368,7 +369,7 @@ class Search:
         if (
             unheld
             and best is not None
-            and _beaten(priority, True, self.bound(lane, index)[1], best[0])
+            and _beaten(priority, True, self.bound(lane, index).first_ratio, best[0])
         ):
             return "skip"
         return "weigh"
@@ -457,7 +458,7 @@ class Search:
         self.leaning.setdefault(name, {}).setdefault(lane.name, set()).add(index)
         return None
 
-    def bound(self, lane: Lane, index: int) -> tuple[float, float]:
+    def bound(self, lane: Lane, index: int) -> Bounds:
         """`choice.ratio_bounds`: they depend on the queue and on the lane's load of it (its
         speed and the fastest speeds do not change), not on who else holds what."""
         key = (lane.name, index)
