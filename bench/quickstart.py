@@ -112,6 +112,9 @@ class Job:
         return self.stamps_ms.get(name)
 
 
+Span = tuple[int, int]
+
+
 @dataclass
 class Run:
     """One case under one policy and seed."""
@@ -125,6 +128,8 @@ class Run:
     loads: int | None
     learned: dict[str, Any] = field(default_factory=dict)
     log_lines: list[str] = field(default_factory=list)
+    warm_ups: dict[str, Span] = field(default_factory=dict)
+    """Each worker's warm-up while cold and idle (`/gateway/workers` `last_warm_up`): busy."""
     took_s: float = 0.0
     error: str | None = None
     start_failures: list[str] = field(default_factory=list)
@@ -317,7 +322,13 @@ async def observe(url: str, case: Case, seed: int, scale: float) -> Run:
     rows = await farm_view(url)
     learned = await learned_families(url) if case.sequential else {}
     names = [str(r["name"]) for r in rows]
-    return Run(case.name, "", seed, scale, jobs, names, await emulator_loads(rows), learned)
+    warm_ups = {
+        str(r["name"]): (int(w["started_ms"]), int(w["ended_ms"]))
+        for r in rows
+        if (w := r.get("last_warm_up")) and w.get("ended_ms") is not None
+    }
+    loads = await emulator_loads(rows)
+    return Run(case.name, "", seed, scale, jobs, names, loads, learned, warm_ups=warm_ups)
 
 
 class StartError(RuntimeError):
@@ -425,12 +436,12 @@ def finished(run: Run) -> int:
     return sum(1 for j in run.jobs if j.ended_s is not None and j.status == "success")
 
 
-Span = tuple[int, int]
-
-
 def busy_spans(run: Run) -> dict[str, list[Span]]:
-    """Each worker's running intervals (started..finished stamps of the jobs it ran)."""
+    """Each worker's running intervals (started..finished stamps of the jobs it ran, and its
+    warm-up)."""
     spans: dict[str, list[Span]] = {name: [] for name in run.workers}
+    for name, span in run.warm_ups.items():
+        spans.setdefault(name, []).append(span)
     for job in run.jobs:
         started, ended = job.stamp("started"), job.stamp("finished")
         if job.worker is not None and started is not None and ended is not None:
@@ -574,9 +585,12 @@ def oddities(runs: Sequence[Run]) -> list[str]:
                            f"{idle:.2f} s while a worker was idle")  # fmt: skip
             if job.ended_s is None or job.status != "success":
                 out.append(f"- {where}: job {i} ({job.checkpoint}) ended {job.status}")
-        seen = sum(1 for j in run.jobs if j.loaded)
+        seen = sum(1 for j in run.jobs if j.loaded) + len(run.warm_ups)  # a warm-up loads one
         if run.loads is not None and run.loads != seen:
-            out.append(f"- {where}: emulators counted {run.loads} loads, the client saw {seen}")
+            out.append(
+                f"- {where}: emulators counted {run.loads} loads, the client and the warm-ups "
+                f"{seen}"
+            )
         out += [f"- {where}: log: {line.strip()[:300]}" for line in run.log_lines]
     return out
 
@@ -645,9 +659,12 @@ NOTES = (
     "rtx4070ti workers, embedded Redis, no preload, a fresh data dir) at time scale {scale}; "
     "times are unscaled seconds (wall / {scale}). Queue wait: started - enqueued, from the "
     "`gateway` block of `/history/{{id}}`; latency and makespan: from the client's POST to the "
-    "`executing` null it heard on `/ws`. Loads: the emulators' counters (`/emulator/state`). "
+    "`executing` null it heard on `/ws`. Loads: the emulators' counters (`/emulator/state`), "
+    "a cold worker's warm-up included (the worker the first job did not go to warms up on a "
+    "checkpoint clients asked for while idle, `gateway.scheduler.warming`). "
     "Waited with a worker idle: per job, the part of its queue wait during which some worker "
-    "ran nothing (busy: from a job's start to its end stamp), summed; it includes each "
+    "ran nothing (busy: from a job's start to its end stamp, or a warm-up), summed; it includes "
+    "each "
     "dispatch's few wall milliseconds, scaled up by 1 / time scale; jobs over {idle} s are "
     "listed under Oddities. "
     "Seeds {seeds} (sizes, steps, batches and the burst's order): finished summed, worst queue "

@@ -185,6 +185,7 @@ async def _resources(
             liveness=LivenessSettings(
                 settings.liveness_interval_s, settings.liveness_timeout_s, settings.hang_after_s
             ),
+            warm_up_s=settings.warmup_timeout_s if settings.warm_cold_workers else None,
         ),
         local=LocalWorkers(workers.supervisor, telemetry),
     )

@@ -205,6 +205,10 @@ class Settings(BaseSettings):
     warmup_timeout_s: float = 600.0
     warmup_probe_steps: int = PROBE_STEPS
     """Steps of the speed probe run after each warm-up to seed the worker's speed (0: none)."""
+    warm_cold_workers: bool = True
+    """A worker started with nothing preloaded warms up, once it sits idle after a job has
+    arrived, on a checkpoint clients asked for (`gateway.scheduler.warming`), so that no
+    client job pays the card's first use; no speed probe."""
     drain_grace_s: float = 30.0
     stop_grace_s: float = 10.0
     orphan_grace_s: float = Field(default=60.0, ge=0)

@@ -34,9 +34,15 @@ from gateway.scheduler.policy import EARLY_CAPACITY, Policy
 from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from gateway.scheduler.takeback import take_backs
+from gateway.scheduler.warming import warm_ups
 from workers.emulator.card.costmodel import JobShape, LoadTier, job_phases
 from workers.emulator.card.residency import Residency
-from workers.warmup.prompts import PROBE_STEPS, native_size_px, probe_work_units
+from workers.warmup.prompts import (
+    PROBE_STEPS,
+    WARMUP_SIZE_PX,
+    native_size_px,
+    probe_work_units,
+)
 
 
 class ContractError(AssertionError):
@@ -58,6 +64,9 @@ class SimConfig:
     """Stop (and call the run diverged) when this many jobs are unfinished."""
     demand_half_life_s: float = 60.0
     stall_s: float = 600.0
+    warm_cold: bool = True
+    """A cold worker left idle warms up on a checkpoint clients asked for, as the dispatcher
+    has it do (`gateway.scheduler.warming`); False: it pays its first use on a client job."""
     learned_speeds: bool = False
     """Give policies what the gateway would have learned (`gateway.learning.learn`: speeds and load
     seconds, seeded by the warm-up of each worker's first checkpoint, then learned from every
@@ -88,6 +97,8 @@ class WorkerState:
     last_checkpoint: str | None = None
     run_total_s: float = 0.0
     load_total_s: float = 0.0
+    warm_up_s: float = 0.0
+    """Seconds of warm-ups run (`Simulator.warm_cold`), their loads included."""
     loads: int = 0
     speed: dict[str, float] = field(default_factory=dict)
     fixed_s: dict[str, float] = field(default_factory=dict)
@@ -97,6 +108,9 @@ class WorkerState:
     """It has run nothing (no initial checkpoint warmed up): its first job pays the card's
     first-use penalty (CUDA's first use, the kernels' warm-up), as on a farm `serve` starts
     with nothing preloaded."""
+    warming: str | None = None
+    """The checkpoint of the warm-up it runs (`gateway.scheduler.warming`): a job of the
+    gateway's own, which holds a slot and which jobs placed meanwhile queue behind."""
     _load_view: dict[str, float] | None = None
 
     @property
@@ -105,7 +119,7 @@ class WorkerState:
 
     @property
     def outstanding(self) -> int:
-        return len(self.queue) + (self.running is not None)
+        return len(self.queue) + (self.running is not None) + (self.warming is not None)
 
 
 @dataclass
@@ -146,6 +160,8 @@ class Simulator:
         self.events: list[tuple[float, int, str, str]] = []
         self.seq = itertools.count()
         self.meter = demand.DemandMeter(config.demand_half_life_s)
+        self.latest: dict[str, JobView] = {}
+        """The latest job seen per checkpoint: what a cold worker may warm up on."""
         self.unfinished = 0
         self.tick_at: float | None = None
         self.calls = 0
@@ -209,16 +225,22 @@ class Simulator:
             self.queue.add(view)
             self.unfinished += 1
             self.meter = demand.observe(self.meter, models_of(view), now)
+            if view.checkpoint:
+                self.latest[view.checkpoint] = view
         elif kind == "finish":
             self.finish(now, self.workers[what])
         elif kind == "tick":
             self.tick_at = None
+        elif kind == "warmed":
+            self.warmed(now, self.workers[what])
 
     # --- the policy -----------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
         self.place_waiting(now)
         if self.slots < EARLY_CAPACITY:  # as the dispatcher: early binders move nothing
             self.take_back_for_idle(now)
+        if self.config.warm_cold:
+            self.warm_cold(now)
 
     def take_back_for_idle(self, now: float) -> None:
         """As the dispatcher does (`gateway.scheduler.takeback`): a worker that went idle
@@ -235,7 +257,7 @@ class Simulator:
             holder.queue.remove(entry)
             taker.queue.append((entry[0], self.expected_s(taker, entry[0])))
             self.taken_back += 1
-            if taker.running is None:
+            if taker.running is None and taker.warming is None:
                 self.start(now + self.config.dispatch_s, taker)
 
     def place_waiting(self, now: float) -> None:
@@ -250,7 +272,7 @@ class Simulator:
             view = self.queue.remove(assignment.job_id)
             assert view is not None
             worker.queue.append((view, self.expected_s(worker, view)))
-            if worker.running is None:
+            if worker.running is None and worker.warming is None:
                 self.start(now + self.config.dispatch_s, worker)
         if len(self.queue) and any(self.free(w) for w in self.workers.values()):
             at = now + self.config.tick_s
@@ -284,7 +306,8 @@ class Simulator:
 
     # --- workers --------------------------------------------------------------------------
     def worker_view(self, worker: WorkerState, now: float) -> WorkerView:
-        remaining = max(worker.end_s - now, 0.0) if worker.running is not None else 0.0
+        busy = worker.running is not None or worker.warming is not None
+        remaining = max(worker.end_s - now, 0.0) if busy else 0.0
         return replace(
             self.believed(worker),
             free_slots=self.free(worker),
@@ -360,6 +383,51 @@ class Simulator:
         worker.loads += tier is not None
         self.push(record.end_s, "finish", worker.name)
 
+    def warm_cold(self, now: float) -> None:
+        """As the dispatcher does (`gateway.scheduler.warming`): a cold worker left idle warms
+        up on a checkpoint clients asked for, paying its first use there."""
+        cold = [w for w in self.workers.values() if w.cold and w.outstanding == 0]
+        if not cold or not self.latest:
+            return
+        views = {w.name: self.worker_view(w, now) for w in self.workers.values()}
+        rates = demand.rates_at(self.meter, now)
+        chosen = warm_ups([views[w.name] for w in cold], list(views.values()), self.latest, rates)
+        for name, checkpoint in chosen:
+            worker = self.workers[name]
+            family = self.catalogue[checkpoint]
+            tier = worker.residency.touch(checkpoint, family)
+            shape = JobShape(checkpoint, family, 1, WARMUP_SIZE_PX, WARMUP_SIZE_PX)
+            phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=True)
+            load = worker.card.load_s(family, tier) if tier is not None else 0.0
+            worker.warming, worker.idle_since_s = checkpoint, None
+            worker.end_s = now + self.config.dispatch_s + phases.total_s
+            worker.last_checkpoint = checkpoint
+            worker.loads += tier is not None
+            worker.load_total_s += load
+            worker.warm_up_s += phases.total_s
+            worker._load_view = None
+            self._believed = None
+            self.push(worker.end_s, "warmed", name)
+
+    def warmed(self, now: float, worker: WorkerState) -> None:
+        """Its warm-up ended: warm, holding the checkpoint, its cold read learned
+        (`gateway.dispatch.links.WorkerLink.warmed`, no speed probe); then the jobs placed
+        behind it."""
+        checkpoint, worker.warming = worker.warming, None
+        assert checkpoint is not None
+        worker.cold = False
+        if worker.knowledge is not None:
+            read_s = worker.card.model.read_s(self.catalogue[checkpoint], LoadTier.DISK)
+            load_s = {self.catalogue[checkpoint]: read_s, **worker.knowledge.load_s}
+            worker.knowledge = replace(
+                worker.knowledge, load_s={**load_s, checkpoint: read_s}, resident=(checkpoint,)
+            )
+        self._believed = None
+        if worker.queue:
+            self.start(now, worker)
+        else:
+            worker.idle_since_s = now
+
     def finish(self, now: float, worker: WorkerState) -> None:
         if self.config.learned_speeds and worker.running is not None:
             learn(worker, self.records[worker.running.job_id])
@@ -417,7 +485,7 @@ def _worker(
 
 def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
     """What the gateway knows of a worker once its warm-up of `checkpoint` ran
-    (`gateway.recovery.lifecycle.Supervision.seed`): the cold read from disk as the load of the
+    (`gateway.dispatch.links.WorkerLink.warmed`): the cold read from disk as the load of the
     checkpoint and of its family, the speed probe (one warm job of `PROBE_STEPS` at the family's
     native size, then at half its side) as its family's speed (`speed.seed_from_probes`). Other
     families stay unmeasured until a job of theirs runs (placement estimates them from the farm

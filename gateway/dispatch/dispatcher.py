@@ -15,7 +15,7 @@ import gc
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import Protocol
@@ -37,6 +37,7 @@ from gateway.peers.lanes import farm_lanes
 from gateway.scheduler import cost, queue, takeback
 from gateway.scheduler.policy import Policy, Stepwise, binds_early, slots_per_worker
 from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
+from gateway.scheduler.warming import warm_up_job, warm_ups
 from workers.client import (
     ComfyClient,
     WorkerError,
@@ -44,8 +45,12 @@ from workers.client import (
     WorkerRejected,
     WorkerUnreachable,
 )
+from workers.warmup.prompts import WarmupResult
 
 log = logging.getLogger(__name__)
+
+WarmUp = Callable[[ComfyClient, str], Awaitable[WarmupResult]]
+"""Runs the warm-up of a checkpoint on a worker (`workers.warmup.run.warm_up`)."""
 
 REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 OFF_LOOP_AT = 256
@@ -110,6 +115,8 @@ class Dispatcher:
         never assigns to. A job the policy gives to one is left for its node to claim."""
         self.standing: Callable[[], bool] = lambda: True
         """False while this node may have lapsed from the farm: no claims meanwhile."""
+        self.warm_up: WarmUp | None = None
+        """Warms a cold worker left idle (`gateway.scheduler.warming`); None: none is."""
 
     def wake(self) -> None:
         self._wake.set()
@@ -163,9 +170,10 @@ class Dispatcher:
         if not free:
             return await self._jump_the_queue()
         claimed = await self._place_waiting()
-        if binds_early(self.policy):
-            return claimed  # a proxy in front of ComfyUI queues moves nothing once sent
-        return claimed + await self._take_back_for_idle()
+        if not binds_early(self.policy):  # a proxy in front of ComfyUI moves nothing once sent
+            claimed += await self._take_back_for_idle()
+        self._warm_cold()
+        return claimed
 
     async def _place_waiting(self) -> int:
         """The policy's choice among the waiting jobs, claimed and sent; how many."""
@@ -209,11 +217,13 @@ class Dispatcher:
         (speed, fixed and load seconds, residency), estimates of what it never measured from
         what is known of it and of the farm (`gateway.dispatch.estimated`), and what it holds."""
         held = [(h.record.job_view(), self._elapsed_s(h)) for h in link.held.values() if h.record]
+        if link.warming is not None:  # the gateway's own job, before any sent since
+            held.insert(0, (link.warming, max(self.clock() - link.warming_since_s, 0.0)))
         view = replace(
             self.estimates.of(link),
             group=link.group,
             free_slots=link.free_slots(self.capacity),
-            outstanding=len(link.held),
+            outstanding=len(link.held) + (link.warming is not None),
             resident=link.resident,
             last_checkpoint=link.last_checkpoint,
             idle_since_s=self._on_store_clock(link.idle_since_s),
@@ -405,6 +415,50 @@ class Dispatcher:
             move.gain_s,
         )
         return await self._claim_and_send(Assignment(move.job_id, move.worker))
+
+    def _warm_cold(self) -> None:
+        """Each cold worker left idle warms up on a checkpoint clients asked for
+        (`gateway.scheduler.warming`); jobs sent to it meanwhile queue behind the warm-up."""
+        cold = [
+            link
+            for link in self.links.accepting()
+            if link.cold and not link.held and link.warming is None
+        ]
+        if self.warm_up is None or not cold or not self._arrivals.latest:
+            return
+        lanes = {view.name: view for view in self.lanes()}
+        rates = rates_at(self._arrivals.meter, self.store.clock())
+        farm = farm_lanes(tuple(lanes.values()), self._farm_lanes())
+        chosen = warm_ups([lanes[link.name] for link in cold], farm, self._arrivals.latest, rates)
+        for name, checkpoint in chosen:
+            link = self.links.get(name)
+            assert link is not None
+            link.warming = warm_up_job(self._arrivals.latest[checkpoint], self.store.clock())
+            link.warming_since_s, link.idle_since_s = self.clock(), None
+            task = asyncio.create_task(self._warm(link, checkpoint), name=f"warm-{name}")
+            self._sends.add(task)
+            task.add_done_callback(self._send_done)
+
+    async def _warm(self, link: WorkerLink, checkpoint: str) -> None:
+        assert self.warm_up is not None
+        log.info("worker %s is cold and idle: warming up on %s", link.name, checkpoint)
+        record: dict[str, object] = {"checkpoint": checkpoint, "started_ms": self.store.now_ms()}
+        link.last_warm_up = {**record, "ended_ms": None, "ok": None}
+        ok = False
+        try:
+            result = await self.warm_up(link.client, checkpoint)
+        except Exception as exc:  # a failed warm-up leaves a worker that still runs jobs
+            log.warning("worker %s: warm-up on %s failed (%s)", link.name, checkpoint, exc)
+        else:
+            link.warmed((result,))
+            ok = True
+            log.info("worker %s warmed up on %s in %.2fs", link.name, checkpoint, result.seconds)
+        finally:
+            link.last_warm_up = {**record, "ended_ms": self.store.now_ms(), "ok": ok}
+            link.cold, link.warming = False, None
+            if not link.held:
+                link.idle_since_s = self.clock()
+            self.wake()
 
     async def stop(self) -> None:
         await tasks.stop(self._sends)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -16,14 +16,18 @@ from gateway.learning.learn import (
     Knowledge,
     NodeClock,
     cache_slots,
+    family_of,
     learn,
     learn_from_twin,
+    probed,
     shifted,
 )
 from gateway.learning.speed import SpeedEstimate
+from gateway.scheduler.snapshot import JobView
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle
 from workers.supervision.supervisor import emulated_vram
+from workers.warmup.prompts import WarmupResult
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +125,17 @@ class WorkerLink:
     known: dict[str, Any] = field(default_factory=dict, repr=False)
     """Its last answer to each farm-wide GET (`/system_stats`, `/models`, ...), served when it
     is too slow to ask."""
+    cold: bool = False
+    """Started by this node's supervisor with nothing preloaded, it has run no prompt yet: the
+    first pays the card's first use (`gateway.scheduler.warming`)."""
+    warming: JobView | None = None
+    """The warm-up it runs (`gateway.scheduler.warming.warm_up_job`): a job of the gateway's
+    own, which holds a slot and which client jobs sent meanwhile queue behind."""
+    warming_since_s: float = 0.0
+    """When it started, on this node's monotonic clock."""
+    last_warm_up: dict[str, Any] | None = None
+    """Its latest such warm-up: checkpoint, started and ended (store clock, ms; ended None
+    while it runs), and whether it succeeded (`/gateway/workers`)."""
 
     @property
     def cache_slots(self) -> int:
@@ -143,6 +158,21 @@ class WorkerLink:
             )
         self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
         self.lessons += 1
+
+    def warmed(self, warmups: Sequence[WarmupResult]) -> None:
+        """The warm-ups' cold timings seed the load estimates, their speed probes the speeds;
+        the last checkpoint is loaded."""
+        for result in warmups:
+            load_s = result.load_s if result.load_s is not None else result.seconds
+            self.load_s[result.checkpoint] = load_s
+            # Until a checkpoint of the family loads here, its load is guessed from this one.
+            self.load_s.setdefault(family_of(result.checkpoint), load_s)
+            self.speed_book = probed(self.speed_book, result)
+        if warmups:
+            last = warmups[-1].checkpoint
+            self.last_checkpoint, self.resident = last, (last,)
+            self.cold = False
+            self.lessons += 1  # worth keeping (gateway.farm.learned_store saves what changed)
 
     @property
     def knowledge(self) -> Knowledge:
@@ -214,7 +244,7 @@ class WorkerLink:
     def free_slots(self, capacity: int) -> int:
         if not self.accepting:
             return 0
-        return max(0, capacity - len(self.held))
+        return max(0, capacity - len(self.held) - (self.warming is not None))
 
     def quiet_since_s(self) -> float:
         """The last sign of life of its jobs: an event, or the latest job sent to it."""
@@ -235,6 +265,7 @@ class WorkerLink:
     def hold(self, job_id: str, held: Held) -> None:
         self.held[job_id] = held
         self.idle_since_s = None
+        self.cold = False
 
     def release(self, job_id: str, clock: Callable[[], float] = time.monotonic) -> Held | None:
         held = self.held.pop(job_id, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from gateway.recovery.watchdog import Watchdog
 from gateway.scheduler.policy import Policy
 from workers.supervision.supervisor import Supervisor
 from workers.telemetry import Telemetry
+from workers.warmup.run import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,9 @@ class FarmSettings:
     quarantine_after: int = 2
     catalog_refresh_s: float = 60.0
     liveness: LivenessSettings | None = None
+    warm_up_s: float | None = 600.0
+    """How long a cold worker's warm-up may take (`gateway.scheduler.warming`); None: cold
+    workers are not warmed up."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,10 @@ class Farm:
         self.dispatcher = Dispatcher(
             store, links, policy, hub, capacity=settings.capacity, clock=clock, metrics=self.metrics
         )
+        if supervisor is not None and settings.warm_up_s is not None:
+            self.dispatcher.warm_up = functools.partial(
+                warm_up, timeout_s=settings.warm_up_s, probe_steps=0
+            )
         self.outcomes = self.dispatcher.outcomes
         self.watchdog = Watchdog(
             self._recover,

@@ -45,6 +45,7 @@ from gateway.scheduler import cost
 from gateway.scheduler.snapshot import JobView, WorkerView
 from workers.comfy.families import family_of
 from workers.comfy.launch_args import checkpoints_fitting, checkpoints_kept, plan_launch
+from workers.warmup.prompts import WarmupResult
 
 __all__ = [
     "LOADED_FRACTION",
@@ -278,6 +279,9 @@ class Arrivals:
     meter: demand.DemandMeter = field(default_factory=demand.DemandMeter)
     seen: tuple[str, ...] = ()
     """Job ids already counted, the most recent `SEEN_LIMIT`."""
+    latest: Mapping[str, JobView] = field(default_factory=dict)
+    """The latest job counted per checkpoint: what a cold worker may warm up on
+    (`gateway.scheduler.warming`)."""
 
 
 SEEN_LIMIT = 4096
@@ -289,8 +293,29 @@ def arrived(arrivals: Arrivals, jobs: Iterable[JobView]) -> Arrivals:
     new = sorted((j for j in jobs if j.job_id not in seen), key=lambda j: j.enqueued_at_s)
     if not new:
         return arrivals
-    meter = arrivals.meter
+    meter, latest = arrivals.meter, dict(arrivals.latest)
     for job in new:
         meter = demand.observe(meter, cost.models_of(job), job.enqueued_at_s)
+        if job.checkpoint:
+            latest[job.checkpoint] = job
     ids = (*arrivals.seen, *(j.job_id for j in new))[-SEEN_LIMIT:]
-    return Arrivals(meter, ids)
+    return Arrivals(meter, ids, latest)
+
+
+def probed(
+    book: Mapping[str, learned.SpeedEstimate], result: WarmupResult
+) -> Mapping[str, learned.SpeedEstimate]:
+    """The speed book once `result`'s speed probes (warm jobs at two sizes) are taken in: they
+    seed its family's estimate (`speed.seed_from_probes`), or are more observations of an
+    estimate already there (restored, or probed on an earlier checkpoint of the family)."""
+    family = family_of(result.checkpoint)  # the family its jobs are learned under
+    points = [(units, seconds) for units, seconds in result.probes if units > 0 and seconds > 0]
+    if not points or family == "unknown":
+        return book
+    known = book.get(family)
+    if known is None:
+        estimate = learned.seed_from_probes(points)
+        return book if estimate is None else {**book, family: estimate}
+    for units, seconds in points:
+        known = learned.observe(known, units, seconds)
+    return {**book, family: known}

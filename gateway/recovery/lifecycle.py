@@ -15,37 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from gateway.dispatch.links import Links, WorkerLink, WorkerState
 from gateway.dispatch.outcomes import Outcomes
-from gateway.learning import speed as learned
-from gateway.learning.learn import family_of
 from gateway.recovery.leases import Recovery
 from workers.supervision.events import LifecycleKind, Phase, WorkerEvent
 from workers.supervision.supervisor import Supervisor
 from workers.warmup.prompts import WarmupResult
 
 log = logging.getLogger(__name__)
-
-
-def probed(
-    book: Mapping[str, learned.SpeedEstimate], result: WarmupResult
-) -> Mapping[str, learned.SpeedEstimate]:
-    """The speed book once `result`'s speed probes (warm jobs at two sizes) are taken in: they
-    seed its family's estimate (`speed.seed_from_probes`), or are more observations of an
-    estimate already there (restored, or probed on an earlier checkpoint of the family)."""
-    family = family_of(result.checkpoint)  # the family its jobs are learned under
-    points = [(units, seconds) for units, seconds in result.probes if units > 0 and seconds > 0]
-    if not points or family == "unknown":
-        return book
-    known = book.get(family)
-    if known is None:
-        estimate = learned.seed_from_probes(points)
-        return book if estimate is None else {**book, family: estimate}
-    for units, seconds in points:
-        known = learned.observe(known, units, seconds)
-    return {**book, family: known}
 
 
 class Supervision:
@@ -71,6 +50,7 @@ class Supervision:
             status = supervisor.status(link.name)
             if status is not None and status.phase is Phase.READY:
                 self.seed(link, status.warmups)
+                link.cold = status.cold
         self.supervisor = supervisor
         supervisor.subscribe(self.on_event)
 
@@ -82,6 +62,8 @@ class Supervision:
             await self._exited(link, event)
         elif event.kind is LifecycleKind.READY:
             self.seed(link, event.warmups)
+            status = self.supervisor.status(link.name) if self.supervisor else None
+            link.cold = status is not None and status.cold
             self.outcomes.wake()
         with contextlib.suppress(Exception):
             await self.publish()
@@ -105,18 +87,9 @@ class Supervision:
             self.supervisor.excuse(culprit)
 
     def seed(self, link: WorkerLink, warmups: tuple[WarmupResult, ...]) -> None:
-        """The warm-up's cold timings seed the load estimates, its speed probes the speeds;
-        its last checkpoint is loaded."""
-        for result in warmups:
-            load_s = result.load_s if result.load_s is not None else result.seconds
-            link.load_s[result.checkpoint] = load_s
-            # Until a checkpoint of the family loads here, its load is guessed from this one.
-            link.load_s.setdefault(family_of(result.checkpoint), load_s)
-            link.speed_book = probed(link.speed_book, result)
-        if warmups:
-            last = warmups[-1].checkpoint
-            link.last_checkpoint, link.resident = last, (last,)
-            link.lessons += 1  # worth keeping (gateway.farm.learned_store saves what changed)
+        """Its warm-ups seed what is believed of it (`WorkerLink.warmed`); one that warmed
+        nothing (no preload) is cold, unless it ran before this gateway adopted it."""
+        link.warmed(warmups)
 
     async def release(self, link: WorkerLink, job_ids: set[str], *, failed: bool) -> None:
         """Settle jobs of a worker whose process is gone: finished ones are recorded, the rest

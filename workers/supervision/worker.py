@@ -81,6 +81,13 @@ class WorkerStatus:
     preload: tuple[str, ...]
     warmups: tuple[WarmupResult, ...] = field(default=())
     log_path: str | None = None
+    adopted: bool = False
+    """Its process was left running by an earlier gateway (it may have run prompts)."""
+
+    @property
+    def cold(self) -> bool:
+        """Ready, started here with nothing warmed up: it has run no prompt."""
+        return self.phase is Phase.READY and not self.warmups and not self.adopted
 
 
 async def http_ready(base_url: str) -> bool:
@@ -121,6 +128,8 @@ class ManagedWorker:
         self.ready_at_s: float | None = None
         self.restart_at_s: float | None = None
         self.warmups: tuple[WarmupResult, ...] = ()
+        self.was_adopted = False
+        """Its process was left running by an earlier gateway, which this one adopted."""
         self.bring_up_task: asyncio.Task[None] | None = None
 
     @property
@@ -140,6 +149,7 @@ class ManagedWorker:
         self.handle.ready = self.handle.stopping = False
         self.started_at_s = self.clock()
         self.ready_at_s = self.restart_at_s = None
+        self.was_adopted = False
         self.output.note(f"starting: {' '.join(self.process.argv)}")
         self.process.start()
 
@@ -149,6 +159,7 @@ class ManagedWorker:
         self.handle.ready = self.handle.stopping = False
         self.started_at_s = self.clock()
         self.ready_at_s = self.restart_at_s = None
+        self.was_adopted = True
         self.output.note(f"adopted by a new gateway (pid {self.process.pid})")
 
     async def wait_answering(self, timeout_s: float, probe: ReadyProbe) -> None:
@@ -268,4 +279,5 @@ class ManagedWorker:
             preload=self.preload,
             warmups=self.warmups,
             log_path=str(self.output.path),
+            adopted=self.was_adopted,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.sim.engine import SimConfig, Simulator
+from bench.sim.engine import JobRecord, SimConfig, Simulator
 from bench.sim.scenario import (
     Scenario,
     build_policy,
@@ -132,3 +132,28 @@ def test_a_fresh_farm_starts_empty_and_cold_and_finishes_its_jobs() -> None:
     outcome = simulate(scenario, "affinity")
     assert outcome.summary.finished == 24
     assert outcome.lower_bound_s > 0 and outcome.summary.makespan_s >= outcome.lower_bound_s
+
+
+@pytest.mark.parametrize("warm_cold", [True, False])
+def test_a_cold_worker_left_idle_pays_its_first_use_on_a_warm_up_not_on_a_job(
+    warm_cold: bool,
+) -> None:
+    """As the dispatcher does (`gateway.scheduler.warming`): on a fresh farm, one client's
+    first job pays its worker's first use; the other worker warms up while idle, so no job
+    there pays it. Without the warm-ups, its first job does."""
+    scenario = Scenario(farm="2*h200", k=4, jobs=30, arrival="sequential", fresh=True)
+    cards = {card.spec.name: card for card in cards_of(scenario.farm, scenario.k, 1.0)}
+    families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
+    config = SimConfig(warm_cold=warm_cold)
+    sim = Simulator(build_policy("affinity"), tuple(cards.values()), families, {}, config, 2)
+    result = sim.run(trace(scenario))
+
+    def paid_first_use(record: JobRecord) -> bool:
+        card = cards[record.worker]
+        return record.run_s > card.warm_s(record.job.shape) + 0.5 * card.model.first_job_penalty_s()
+
+    paid = [record for record in result.records if paid_first_use(record)]
+    assert len({r.worker for r in result.records}) == 2, "both workers ran jobs"
+    assert len(paid) == (1 if warm_cold else 2)
+    warmed = [w for w in sim.workers.values() if w.warm_up_s > 0]
+    assert len(warmed) == (1 if warm_cold else 0)

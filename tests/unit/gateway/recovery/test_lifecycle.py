@@ -9,7 +9,8 @@ import pytest
 
 from gateway.dispatch.links import Links, WorkerLink
 from gateway.learning import speed as learned
-from gateway.recovery.lifecycle import Supervision, probed
+from gateway.learning.learn import probed
+from gateway.recovery.lifecycle import Supervision
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle, WorkerSpec
 from workers.warmup.prompts import Phase, WarmupResult

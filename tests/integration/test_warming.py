@@ -1,0 +1,95 @@
+"""A cold worker warms up while idle (`gateway.scheduler.warming`), on the farm `serve` builds:
+its first use is paid by the warm-up, not by a client's job."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from gateway.settings import WorkerConfig
+from tests.faults.farms import TOKEN, Farm, emulated, farm_settings, supervised_gateway
+from tests.integration.clients import ComfyStyleClient
+from tests.integration.conftest import CHECKPOINTS, txt2img
+from tests.waiting import rounds_pass
+
+
+@asynccontextmanager
+async def _client(farm: Farm) -> AsyncIterator[ComfyStyleClient]:
+    client = ComfyStyleClient(farm.url, token=TOKEN)
+    await client.open()
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def _emulator(farm: Farm, name: str) -> dict[str, Any]:
+    url = (await farm.worker(name))["url"]
+    async with httpx.AsyncClient() as http:
+        state: dict[str, Any] = (await http.get(f"{url}/emulator/state")).json()
+    return state
+
+
+async def _run_one(farm: Farm, client: ComfyStyleClient, checkpoint: str) -> tuple[str, str]:
+    """Runs a job to success; its id and the worker that ran it."""
+    prompt_id = await client.queue_prompt(txt2img(checkpoint, "warming"))
+    entry = await client.wait(prompt_id, timeout_s=20)
+    assert entry["status"]["status_str"] == "success"
+    worker: str = (await farm.job(prompt_id))["worker"]
+    return prompt_id, worker
+
+
+async def test_a_cold_idle_worker_pays_its_first_use_on_a_warm_up_of_what_clients_ask_for(
+    redis_url: str, tmp_path: Path
+) -> None:
+    settings = farm_settings(redis_url, tmp_path, [emulated("a"), emulated("b")])
+    async with supervised_gateway(settings) as farm, _client(farm) as client:
+        for name in ("a", "b"):
+            assert (await farm.worker(name))["cold"] is True
+        prompt_id, ran = await _run_one(farm, client, CHECKPOINTS[1])
+        other = "b" if ran == "a" else "a"
+        record = await farm.until_worker(other, cold=False, warming=None, state="ready")
+        assert record["resident"] == [CHECKPOINTS[1]]
+        assert record["load_s"][CHECKPOINTS[1]] > 0, "the warm-up's cold read seeds its load"
+        state = await _emulator(farm, other)
+        assert state["first_job_pending"] is False
+        assert state["counters"]["prompts_started"] == 1, "one warm-up prompt, no speed probe"
+        assert state["models"]["resident"] == [CHECKPOINTS[1]]
+        # No client heard of the warm-up: it ran under a client id of its own.
+        assert client.prompt_ids_seen() == {prompt_id}
+
+
+async def test_with_warming_off_a_cold_worker_stays_cold_until_a_job_reaches_it(
+    redis_url: str, tmp_path: Path
+) -> None:
+    workers = [emulated("a"), emulated("b")]
+    settings = farm_settings(redis_url, tmp_path, workers, warm_cold_workers=False)
+    async with supervised_gateway(settings) as farm, _client(farm) as client:
+        _, ran = await _run_one(farm, client, CHECKPOINTS[1])
+        other = "b" if ran == "a" else "a"
+        await rounds_pass(lambda: farm.dispatcher.rounds if farm.dispatcher else 0, count=5)
+        assert (await farm.worker(other))["cold"] is True
+        state = await _emulator(farm, other)
+        assert state["first_job_pending"] is True
+        assert state["counters"]["prompts_started"] == 0
+
+
+async def test_a_cold_worker_never_warms_on_a_checkpoint_it_does_not_have(
+    redis_url: str, tmp_path: Path
+) -> None:
+    others = [c for c in CHECKPOINTS if c != CHECKPOINTS[1]]
+    lacking = WorkerConfig(name="b", emulate="rtx4070ti", checkpoints=others)
+    settings = farm_settings(redis_url, tmp_path, [emulated("a"), lacking])
+    async with supervised_gateway(settings) as farm, _client(farm) as client:
+        assert (await _run_one(farm, client, CHECKPOINTS[1]))[1] == "a"
+        await rounds_pass(lambda: farm.dispatcher.rounds if farm.dispatcher else 0, count=5)
+        assert (await farm.worker("b"))["cold"] is True
+        assert (await _emulator(farm, "b"))["counters"]["prompts_started"] == 0
+        # Once a job b may run has been seen, it warms up on that one.
+        await _run_one(farm, client, CHECKPOINTS[0])
+        record = await farm.until_worker("b", cold=False, warming=None)
+        assert CHECKPOINTS[1] not in record["resident"]
