@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 import redis.asyncio as aioredis
@@ -11,10 +12,13 @@ from gateway.app import load_policy
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.links import Links, WorkerLink, WorkerState
 from gateway.events.hub import Hub
+from gateway.jobs.models import Placement
 from gateway.jobs.store import JobStore
 from tests.unit.gateway.jobs.test_store import new_job
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle, WorkerSpec
+from workers.warmup.prompts import WarmupResult
+from workers.warmup.run import WarmupError
 
 
 @pytest.mark.parametrize("turns", range(6))
@@ -65,3 +69,63 @@ async def test_no_job_is_claimed_while_a_redis_restart_is_suspected(
     finally:
         await dispatcher.stop()
         await link.client.aclose()
+
+
+class FakeWarmUp:
+    """Stands in for `workers.warmup.run.warm_up`: records its calls, ends when told."""
+
+    def __init__(self, fails: bool) -> None:
+        self.fails = fails
+        self.calls: list[tuple[str, str]] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, client: ComfyClient, checkpoint: str) -> WarmupResult:
+        self.calls.append((str(client.base_url), checkpoint))
+        await self.release.wait()
+        if self.fails:
+            raise WarmupError(f"warm-up of {checkpoint} failed: refused")
+        return WarmupResult(checkpoint, seconds=3.0, family="sd15")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whatever_the_outcome(
+    store: JobStore, redis_client: aioredis.Redis, fails: bool
+) -> None:
+    """A job of the checkpoint warm w1 holds is placed there; the cold w2, idle, warms up on
+    it. Meanwhile the policy sees w2 busy as with a job holding that checkpoint (a
+    slot taken, its models resident), not gone; after it, warm or not, w2 takes jobs again."""
+    ckpt = "sd15_a.safetensors"
+    handles = [WorkerHandle(WorkerSpec(n), f"http://127.0.0.1:{p}", ready=True) for n, p in
+               (("w1", 9), ("w2", 10))]  # fmt: skip
+    links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
+    w1, w2 = links
+    w1.resident, w2.cold = (ckpt,), True
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    # One slot each: while w2 warms up, the job (its send to w1 fails) cannot go there.
+    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    warm = dispatcher.warm_up = FakeWarmUp(fails)
+    placement = Placement(checkpoint=ckpt, model_keys=(ckpt,))
+    await store.enqueue(replace(new_job(), placement=placement))
+    try:
+        await dispatcher.dispatch_once()
+        await asyncio.sleep(0.01)  # the warm-up task starts
+        assert warm.calls == [(w2.url, ckpt)], "w1 got the job: only w2 was cold and idle"
+        assert w2.warming is not None
+        (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
+        assert (view.outstanding, view.free_slots, view.resident) == (1, 0, (ckpt,))
+        assert view.outstanding_s > 0
+        await dispatcher.dispatch_once()
+        assert len(warm.calls) == 1, "one warm-up at a time"
+        warm.release.set()
+        for _ in range(100):
+            if w2.warming is None:
+                break
+            await asyncio.sleep(0.01)
+        assert w2.warming is None and w2.accepting and w2.free_slots(1) == 1
+        assert not w2.cold, "a worker warms up once, whatever the outcome"
+        assert w2.last_warm_up is not None and w2.last_warm_up["ok"] is (not fails)
+        assert w2.resident == (() if fails else (ckpt,))
+    finally:
+        await dispatcher.stop()
+        for link in links:
+            await link.client.aclose()
