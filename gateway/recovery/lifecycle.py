@@ -8,7 +8,9 @@ counts a failed attempt, and the exit is blamed on it with the supervisor; at th
 `quarantine_after`-th crash it is quarantined, and the supervisor told to excuse every exit
 it caused (before it decides on this one), so poison prompts never make workers flap.
 A ready worker seeds the scheduler's load estimates with its warm-up timings and its speeds with
-the warm-up's speed probes, and wakes the dispatcher.
+the warm-up's speed probes, is marked cold if it warmed nothing up and was started by this
+gateway (the dispatcher then warms it up once it sits idle: `gateway.scheduler.warming`), and
+wakes the dispatcher.
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ class Supervision:
             self.supervisor.excuse(culprit)
 
     def seed(self, link: WorkerLink, warmups: tuple[WarmupResult, ...]) -> None:
-        """Its warm-ups seed what is believed of it (`WorkerLink.warmed`); one that warmed
-        nothing (no preload) is cold, unless it ran before this gateway adopted it."""
+        """Its warm-ups seed what is believed of it (`WorkerLink.warmed`). (Whether it is cold,
+        having run nothing, is its supervisor's `WorkerStatus.cold`.)"""
         link.warmed(warmups)
 
     async def release(self, link: WorkerLink, job_ids: set[str], *, failed: bool) -> None:
