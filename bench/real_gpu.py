@@ -7,7 +7,9 @@ the page cache) unless they are there, then for each policy starts `comfy-gatewa
 measures from one ComfyUI-style client (`/prompt`, `/ws`, `/history`):
 
 - `first`: the first job after `serve` was ready (with preload; `--cold` adds a gateway
-  without preload, whose first job loads);
+  without preload, whose first job loads; `--no-preload` runs every policy and case without
+  preload, as `serve` starts by default, where an idle cold worker warms up on what the first
+  jobs ask for; a policy given as `NAME:nowarm` runs with `warm_cold_workers = false`);
 - `sequential`: six jobs one after another over four checkpoints (SD1.5 and SDXL);
 - `burst`: four jobs over four checkpoints posted at once;
 - `trace`: the 24-job 18:4:2 trace of bench/data/calibration (A, B, C, posted at once);
@@ -188,7 +190,11 @@ def farm_file(args: argparse.Namespace, policy: str, preload: bool, *, ab: bool 
     `ab`: the A/B farm (first worker of each GPU in group `base`, the others in `variant`
     with `--ab-flag`, preload of the A/B checkpoint, the experiment)."""
     warm = [args.ab_ckpt] if ab else [A] if preload else []
-    lines = [f'policy = "{policy}"', f"preload = {json.dumps(warm)}", ""]
+    name, _, option = policy.partition(":")
+    lines = [f'policy = "{name}"', f"preload = {json.dumps(warm)}"]
+    if option == "nowarm":  # a cold worker is not warmed up while idle
+        lines.append("warm_cold_workers = false")
+    lines.append("")
     for gpu in args.gpus:
         for i in range(args.per_gpu):
             lines += ["[[workers]]", f'name = "g{gpu}w{i}"']
@@ -632,7 +638,8 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     made = {} if args.emulate else make_checkpoints(args.comfyui, args.make_ckpt)
     setup: dict[str, Any] = {"made_s": made}
     print(f"checkpoints: {setup}", file=sys.stderr, flush=True)
-    plan = [(p, True) for p in args.policies] + ([(args.policies[0], False)] if args.cold else [])
+    plan = [(p, not args.no_preload) for p in args.policies]
+    plan += [(args.policies[0], False)] if args.cold else []
     per_policy = [c for c in args.cases if c != AB_CASE]
     if not per_policy:
         plan = []
@@ -640,7 +647,8 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         if time.monotonic() > args.deadline_s - RESERVE_S - 60:
             results.append({"policy": policy, "preload": preload, "cases": {}, "skipped": "budget"})
             continue
-        cases = [c for c in per_policy if i == 0 or c not in ONCE] if preload else ["first"]
+        every = preload or args.no_preload
+        cases = [c for c in per_policy if i == 0 or c not in ONCE] if every else ["first"]
         try:
             results.append(await measure_policy(args, policy, cases, preload=preload))
         except Exception as exc:  # one policy failing must not lose the others' results
@@ -676,6 +684,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--cold", action="store_true", help="also a gateway without preload")
+    parser.add_argument(
+        "--no-preload", dest="no_preload", action="store_true",
+        help="every policy's gateway without preload, as `serve` starts one (every case)",
+    )  # fmt: skip
     parser.add_argument("--budget-s", dest="budget_s", type=float, default=540.0)
     parser.add_argument("--seed", type=int, default=0, help="the Zipf trace's draw")
     parser.add_argument("--ab-flag", dest="ab_flag", default="--use-split-cross-attention")

@@ -47,6 +47,8 @@ function card(worker) {
     ...gpuLines(worker.telemetry),
     ["jobs", `${(worker.held || []).length} held` + (worker.restarts ? ` · ${worker.restarts} restarts` : "")],
   ];
+  if (worker.warming) rows.push(["warming up", worker.warming]);
+  else if (worker.cold) rows.push(["cold", "has run nothing: warms up once idle after a job"]);
   if (worker.running) {
     const [value, most] = worker.progress || [0, 0];
     rows.push(["running", el("div", {}, short(worker.running) + (most ? ` · step ${value}/${most}` : ""),
