@@ -418,11 +418,18 @@ class Dispatcher:
 
     def _warm_cold(self) -> None:
         """Each cold worker left idle warms up on a checkpoint clients asked for
-        (`gateway.scheduler.warming`); jobs sent to it meanwhile queue behind the warm-up."""
+        (`gateway.scheduler.warming`); jobs sent to it meanwhile queue behind the warm-up. Not
+        one that shares its card with another worker: there the warm-up's load ran beside the
+        other's first job and made that job's load 10x slower (two ComfyUI instances on one
+        H100: 4.3-4.6 s against 0.3-0.5, `bench/data/real_gpu/h100-run20.json`), for 1 s that
+        the warm-up saved the cold one."""
         cold = [
             link
             for link in self.links.accepting()
-            if link.cold and not link.held and link.warming is None
+            if link.cold
+            and not link.held
+            and link.warming is None
+            and not self.links.share_a_card(link)
         ]
         if self.warm_up is None or not cold or not self._arrivals.latest:
             return

@@ -305,5 +305,12 @@ class Links:
             return []
         return [other for other in self if other is not link and other.twin_key == key]
 
+    def share_a_card(self, link: WorkerLink) -> bool:
+        """Whether another worker of this node runs on one of `link`'s GPUs."""
+        cards = set(link.handle.spec.gpu_indices)
+        return any(
+            other is not link and cards & set(other.handle.spec.gpu_indices) for other in self
+        )
+
     def owner_of(self, job_id: str) -> WorkerLink | None:
         return next((link for link in self if job_id in link.held), None)

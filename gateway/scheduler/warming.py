@@ -12,12 +12,16 @@ Each warm-up loads the checkpoint, among those the worker may run, that the fewe
 hold (counting the warm-ups chosen before it), then the most wanted by recent arrivals: an
 idle farm spreads what its clients use instead of warming every card on one. A worker being
 tuned (`gateway.ledger.tune`, a group of its own) is never warmed up: the tuner measures its
-cold runs.
+cold runs. Nor (the dispatcher's rule) is one that shares its card with another worker: there
+the warm-up's load runs beside the other's jobs on the same GPU and slows them far more than it
+saves (two ComfyUI instances on one H100: the first job's load 4.3-4.6 s against 0.3-0.5 s,
+for about 1 s of first use saved on the cold one).
 
 The guarantee (tests/unit/gateway/scheduler/test_warming.py, tests/integration/test_warming.py,
-tests/unit/bench/test_sim.py): a cold worker left idle after a job has arrived never makes a
-client job pay its first use, and a job that queues behind a warm-up waits at most what the
-warm-up costs beyond that first use: the load of its checkpoint, where the job needs another.
+tests/unit/bench/test_sim.py): a cold worker with a card of its own left idle after a job has
+arrived never makes a client job pay its first use, and a job that queues behind a warm-up
+waits at most what the warm-up costs beyond that first use: the load of its checkpoint, where
+the job needs another.
 One sent to a cold worker before it was ever idle still pays it.
 
 The dispatcher and the simulator both call `warm_ups`; the dispatcher shows the policy the

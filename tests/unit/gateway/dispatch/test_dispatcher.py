@@ -129,3 +129,30 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
         await dispatcher.stop()
         for link in links:
             await link.client.aclose()
+
+
+async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    """Two instances on one GPU: the warm-up's load would run beside the other's job (on a real
+    H100 it made that job's load 10x slower), so the cold one pays its first use on a job."""
+    ckpt = "sd15_a.safetensors"
+    handles = [WorkerHandle(WorkerSpec(n, gpu=0), f"http://127.0.0.1:{p}", ready=True) for n, p in
+               (("w1", 9), ("w2", 10))]  # fmt: skip
+    links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
+    w1, w2 = links
+    w1.resident, w2.cold = (ckpt,), True
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    warm = dispatcher.warm_up = FakeWarmUp(fails=False)
+    await store.enqueue(
+        replace(new_job(), placement=Placement(checkpoint=ckpt, model_keys=(ckpt,)))
+    )
+    try:
+        await dispatcher.dispatch_once()
+        await asyncio.sleep(0.01)
+        assert warm.calls == [] and w2.warming is None and w2.cold
+    finally:
+        await dispatcher.stop()
+        for link in links:
+            await link.client.aclose()
