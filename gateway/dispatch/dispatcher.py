@@ -423,6 +423,8 @@ class Dispatcher:
         other's first job and made that job's load 10x slower (two ComfyUI instances on one
         H100: 4.3-4.6 s against 0.3-0.5, `bench/data/real_gpu/h100-run20.json`), for 1 s that
         the warm-up saved the cold one."""
+        if self.warm_up is None or not self._arrivals.latest:
+            return
         cold = [
             link
             for link in self.links.accepting()
@@ -431,7 +433,7 @@ class Dispatcher:
             and link.warming is None
             and not self.links.share_a_card(link)
         ]
-        if self.warm_up is None or not cold or not self._arrivals.latest:
+        if not cold:
             return
         lanes = {view.name: view for view in self.lanes()}
         rates = rates_at(self._arrivals.meter, self.store.clock())

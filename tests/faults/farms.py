@@ -22,6 +22,7 @@ from gateway.app import create_app
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.serve import make_supervisor, serve_argv
 from gateway.settings import Settings, WorkerConfig, resolve_workers
+from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS
 from workers.readiness import NotReady, answers_200, wait_until
 from workers.supervision.launch import FarmLayout
@@ -104,6 +105,17 @@ class Farm:
             assert time.monotonic() < deadline, f"job {job_id} never {state}: {record}"
             await asyncio.sleep(0.05)
         return record
+
+
+@asynccontextmanager
+async def farm_client(farm: Farm) -> AsyncIterator[ComfyStyleClient]:
+    """A ComfyUI-style client of `farm`, with the operator token, its `/ws` open."""
+    client = ComfyStyleClient(farm.url, token=TOKEN)
+    await client.open()
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 @asynccontextmanager

@@ -8,8 +8,6 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -20,6 +18,7 @@ from tests.faults.farms import (
     TOKEN,
     Farm,
     emulated,
+    farm_client,
     farm_settings,
     gateway_process,
     supervised_gateway,
@@ -39,16 +38,6 @@ pytestmark = pytest.mark.timeout(60)
 LONG = {"steps": 2000, "size": 512}
 """About a second of sampling at time scale 0.01 (sd15 on the rtx4070ti profile)."""
 LONGER = {"steps": 8000, "size": 512}
-
-
-@asynccontextmanager
-async def _client(farm: Farm) -> AsyncIterator[ComfyStyleClient]:
-    client = ComfyStyleClient(farm.url, token=TOKEN)
-    await client.open()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def _until_sampling(client: ComfyStyleClient, prompt_id: str) -> None:
@@ -80,7 +69,7 @@ async def test_a_worker_killed_during_sampling_comes_back_and_its_job_completes_
     redis_url: str, tmp_path: Path
 ) -> None:
     settings = farm_settings(redis_url, tmp_path, [emulated("a"), emulated("b")])
-    async with supervised_gateway(settings) as farm, _client(farm) as client:
+    async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "k", **LONG))
         await _until_sampling(client, prompt_id)
         victim = (await farm.job(prompt_id))["worker"]
@@ -111,7 +100,7 @@ async def test_a_worker_that_exits_at_start_is_failed_with_its_log_and_the_farm_
         # Ten rounds of 0.05 s outlast the longest backoff (0.2 s) a restart would wait out.
         await rounds_pass(lambda: farm.supervisor.rounds, count=10)
         assert (await farm.worker("broken"))["restarts"] == 1, "restarted after giving up"
-        async with _client(farm) as client:
+        async with farm_client(farm) as client:
             assert await _serves(farm, client, seed=3) == "good"
             assert (await farm.http.get("/readyz")).status_code == 200
 
@@ -126,7 +115,7 @@ async def test_a_flapping_worker_is_failed_until_an_operator_resumes_it(
             os.kill(record["pid"], signal.SIGKILL)
         failed = await farm.until_worker("flappy", state="failed")
         assert "flapping: 3 exits" in failed["reason"]
-        async with _client(farm) as client:
+        async with farm_client(farm) as client:
             assert await _serves(farm, client, seed=4) == "steady"
             refused = await farm.http.post("/gateway/workers/flappy/resume", headers=NO_AUTH)
             assert refused.status_code == 401
@@ -144,7 +133,7 @@ async def test_a_silent_websocket_is_recovered_from_history_once(
         async with httpx.AsyncClient() as http:
             armed = await http.post(worker_url + "/emulator/faults", json={"stall_ws_s": 8})
             assert armed.status_code == 200, armed.text
-        async with _client(farm) as client:
+        async with farm_client(farm) as client:
             started = time.monotonic()
             prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "q", seed=5))
             entry = await client.wait(prompt_id, timeout_s=6)
@@ -164,7 +153,7 @@ async def test_a_hung_worker_is_interrupted_restarted_and_its_job_runs_again_onc
         async with httpx.AsyncClient() as http:
             armed = await http.post(before["url"] + "/emulator/faults", json={"hang_s": 30})
             assert armed.status_code == 200, armed.text
-        async with _client(farm) as client:
+        async with farm_client(farm) as client:
             prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "h", seed=6, steps=5))
             entry = await client.wait(prompt_id, timeout_s=20)
             assert entry["status"]["status_str"] == "success"
@@ -188,7 +177,7 @@ async def test_a_worker_slow_past_its_start_deadline_is_failed_and_the_farm_serv
             record = await farm.until_worker("slow", state="failed")
             assert "not ready after 0.5 s" in record["reason"]
             assert record["pid"] is None, "the slow child was not stopped"
-            async with _client(farm) as client:
+            async with farm_client(farm) as client:
                 assert await _serves(farm, client, seed=7) == "good"
 
 
@@ -196,7 +185,7 @@ async def test_an_operator_restarts_drains_and_resumes_a_worker(
     redis_url: str, tmp_path: Path
 ) -> None:
     settings = farm_settings(redis_url, tmp_path, [emulated("a")], prefetch=0)
-    async with supervised_gateway(settings) as farm, _client(farm) as client:
+    async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         prompt_id = await client.queue_prompt(txt2img(CHECKPOINTS[0], "op", **LONG))
         await _until_sampling(client, prompt_id)
         old_pid = (await farm.worker("a"))["pid"]

@@ -3,28 +3,16 @@ its first use is paid by the warm-up, not by a client's job."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from gateway.settings import WorkerConfig
-from tests.faults.farms import TOKEN, Farm, emulated, farm_settings, supervised_gateway
+from tests.faults.farms import Farm, emulated, farm_client, farm_settings, supervised_gateway
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.waiting import rounds_pass
-
-
-@asynccontextmanager
-async def _client(farm: Farm) -> AsyncIterator[ComfyStyleClient]:
-    client = ComfyStyleClient(farm.url, token=TOKEN)
-    await client.open()
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 async def _emulator(farm: Farm, name: str) -> dict[str, Any]:
@@ -47,7 +35,7 @@ async def test_a_cold_idle_worker_pays_its_first_use_on_a_warm_up_of_what_client
     redis_url: str, tmp_path: Path
 ) -> None:
     settings = farm_settings(redis_url, tmp_path, [emulated("a"), emulated("b")])
-    async with supervised_gateway(settings) as farm, _client(farm) as client:
+    async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         for name in ("a", "b"):
             assert (await farm.worker(name))["cold"] is True
         prompt_id, ran = await _run_one(farm, client, CHECKPOINTS[1])
@@ -68,7 +56,7 @@ async def test_with_warming_off_a_cold_worker_stays_cold_until_a_job_reaches_it(
 ) -> None:
     workers = [emulated("a"), emulated("b")]
     settings = farm_settings(redis_url, tmp_path, workers, warm_cold_workers=False)
-    async with supervised_gateway(settings) as farm, _client(farm) as client:
+    async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         _, ran = await _run_one(farm, client, CHECKPOINTS[1])
         other = "b" if ran == "a" else "a"
         await rounds_pass(lambda: farm.dispatcher.rounds if farm.dispatcher else 0, count=5)
@@ -84,7 +72,7 @@ async def test_a_cold_worker_never_warms_on_a_checkpoint_it_does_not_have(
     others = [c for c in CHECKPOINTS if c != CHECKPOINTS[1]]
     lacking = WorkerConfig(name="b", emulate="rtx4070ti", checkpoints=others)
     settings = farm_settings(redis_url, tmp_path, [emulated("a"), lacking])
-    async with supervised_gateway(settings) as farm, _client(farm) as client:
+    async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         assert (await _run_one(farm, client, CHECKPOINTS[1]))[1] == "a"
         await rounds_pass(lambda: farm.dispatcher.rounds if farm.dispatcher else 0, count=5)
         assert (await farm.worker("b"))["cold"] is True

@@ -87,6 +87,25 @@ class FakeWarmUp:
         return WarmupResult(checkpoint, seconds=3.0, family="sd15")
 
 
+CKPT = "sd15_a.safetensors"
+
+
+async def warm_and_cold(
+    store: JobStore, redis_client: aioredis.Redis, gpu: int | None
+) -> tuple[list[WorkerLink], Dispatcher]:
+    """w1 holds CKPT, w2 is cold (both on GPU `gpu`, unreachable); one job of CKPT waits. One
+    slot each: while w2 warms up, the job (its send to w1 fails) cannot go there."""
+    handles = [WorkerHandle(WorkerSpec(n, gpu=gpu), f"http://127.0.0.1:{p}", ready=True)
+               for n, p in (("w1", 9), ("w2", 10))]  # fmt: skip
+    links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
+    links[0].resident, links[1].cold = (CKPT,), True
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    placement = Placement(checkpoint=CKPT, model_keys=(CKPT,))
+    await store.enqueue(replace(new_job(), placement=placement))
+    return links, dispatcher
+
+
 @pytest.mark.parametrize("fails", [False, True])
 async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whatever_the_outcome(
     store: JobStore, redis_client: aioredis.Redis, fails: bool
@@ -94,25 +113,16 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
     """A job of the checkpoint warm w1 holds is placed there; the cold w2, idle, warms up on
     it. Meanwhile the policy sees w2 busy as with a job holding that checkpoint (a
     slot taken, its models resident), not gone; after it, warm or not, w2 takes jobs again."""
-    ckpt = "sd15_a.safetensors"
-    handles = [WorkerHandle(WorkerSpec(n), f"http://127.0.0.1:{p}", ready=True) for n, p in
-               (("w1", 9), ("w2", 10))]  # fmt: skip
-    links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
-    w1, w2 = links
-    w1.resident, w2.cold = (ckpt,), True
-    hub = Hub(redis_client, "t:events", store.queue_remaining)
-    # One slot each: while w2 warms up, the job (its send to w1 fails) cannot go there.
-    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    links, dispatcher = await warm_and_cold(store, redis_client, gpu=None)
+    w2 = links[1]
     warm = dispatcher.warm_up = FakeWarmUp(fails)
-    placement = Placement(checkpoint=ckpt, model_keys=(ckpt,))
-    await store.enqueue(replace(new_job(), placement=placement))
     try:
         await dispatcher.dispatch_once()
         await asyncio.sleep(0.01)  # the warm-up task starts
-        assert warm.calls == [(w2.url, ckpt)], "w1 got the job: only w2 was cold and idle"
+        assert warm.calls == [(w2.url, CKPT)], "w1 got the job: only w2 was cold and idle"
         assert w2.warming is not None
         (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
-        assert (view.outstanding, view.free_slots, view.resident) == (1, 0, (ckpt,))
+        assert (view.outstanding, view.free_slots, view.resident) == (1, 0, (CKPT,))
         assert view.outstanding_s > 0
         await dispatcher.dispatch_once()
         assert len(warm.calls) == 1, "one warm-up at a time"
@@ -124,7 +134,7 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
         assert w2.warming is None and w2.accepting and w2.free_slots(1) == 1
         assert not w2.cold, "a worker warms up once, whatever the outcome"
         assert w2.last_warm_up is not None and w2.last_warm_up["ok"] is (not fails)
-        assert w2.resident == (() if fails else (ckpt,))
+        assert w2.resident == (() if fails else (CKPT,))
     finally:
         await dispatcher.stop()
         for link in links:
@@ -136,18 +146,9 @@ async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
 ) -> None:
     """Two instances on one GPU: the warm-up's load would run beside the other's job (on a real
     H100 it made that job's load 10x slower), so the cold one pays its first use on a job."""
-    ckpt = "sd15_a.safetensors"
-    handles = [WorkerHandle(WorkerSpec(n, gpu=0), f"http://127.0.0.1:{p}", ready=True) for n, p in
-               (("w1", 9), ("w2", 10))]  # fmt: skip
-    links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
-    w1, w2 = links
-    w1.resident, w2.cold = (ckpt,), True
-    hub = Hub(redis_client, "t:events", store.queue_remaining)
-    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    links, dispatcher = await warm_and_cold(store, redis_client, gpu=0)
+    w2 = links[1]
     warm = dispatcher.warm_up = FakeWarmUp(fails=False)
-    await store.enqueue(
-        replace(new_job(), placement=Placement(checkpoint=ckpt, model_keys=(ckpt,)))
-    )
     try:
         await dispatcher.dispatch_once()
         await asyncio.sleep(0.01)
