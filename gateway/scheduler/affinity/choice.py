@@ -397,8 +397,9 @@ class Landing:
     reload_s: float = 0.0
     """What evicting for it costs (`reload_s` with no horizon)."""
     traffic: float = 0.0
-    """Recent jobs per second for the models it would evict that no other worker holds (as
-    `reload_s`, a copy held elsewhere is not lost)."""
+    """Seconds of reload per second that its evictions will cost from recent traffic: each
+    evicted model no other worker holds (as `reload_s`, a copy held elsewhere is not lost),
+    its recent jobs per second times its load seconds."""
     unique: int = 0
     """Warm: how many of the models it holds no other worker holds (what only it can serve
     warm)."""
@@ -411,7 +412,9 @@ def landing(lane: Lane, job: JobView, farm: Farm, need: Need) -> Landing:
         return Landing(start_s, warm=True, unique=unique)
     gone = evicted(lane.resident, models_of(job), lane.worker.cache_slots)
     traffic = sum(
-        need.demand_per_s.get(key, 0.0) for key in gone if not farm.held_elsewhere(key, lane.name)
+        need.demand_per_s.get(key, 0.0) * key_load_s(lane.worker, key, job.family)
+        for key in gone
+        if not farm.held_elsewhere(key, lane.name)
     )
     return Landing(start_s, False, reload_s(lane, gone, job.family, farm, need, 0.0), traffic)
 
@@ -433,7 +436,8 @@ def land(
     earliest count as tied (the learned speeds of like cards differ by noise). Among them a
     warm one, the one holding the fewest models no other worker holds (so the workers that
     alone hold a model stay free for its jobs); else the one whose evictions cost least, then
-    the one whose evicted models see the least traffic, then the one holding the fewest
+    the one whose evicted models' recent traffic will cost the least reload (jobs per second
+    times load seconds: an SDXL model costs its longer load), then the one holding the fewest
     models (so like workers come to hold different models); then the earliest, then the first
     by name."""
     done = [(place.start_s + farm.run_s(lane, job), lane, place) for lane, place in candidates]

@@ -27,8 +27,8 @@ tests/unit/gateway/scheduler/test_invariants.py):
    (`choice.Option.first_ratio`), grow with its wait without bound.
 4. A job goes to a worker that finishes it within `Tuning.tie_share` of the earliest
    (`choice.land`): a warm job to the holder that alone holds the fewest models; a load to a
-   warm one, then the least eviction cost, then the least traffic of what it evicts, then the
-   fewest models held.
+   warm one, then the least eviction cost, then the least reload that the traffic of what it
+   evicts will cost, then the fewest models held.
 5. A load goes where it shortens a queue most (`choice.Option.gain_s`): a queue no worker
    holds first, then the one whose holders would finish it last. So does the warm work of an
    idle worker choosing among jobs that all arrived while it sat idle (a burst); a job that

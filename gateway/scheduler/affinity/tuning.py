@@ -49,10 +49,11 @@ class Tuning:
     """Where a job goes, workers that would finish it within this share of the earliest finish
     count as tied. A warm job goes to the tied holder that alone holds the fewest models; a
     load to a warm one, then to the one that evicts least, then to the one whose evicted
-    models see the least traffic, then to the one holding the fewest models. Needed on real
-    cards: two ComfyUI instances on one H200 learned SD1.5 at 4.0 and 4.7 units/s, and ranking
-    by exact finish time sent every load of a run of jobs one after another to one of them, so
-    a burst that followed found every model on one worker (bench/results/real_gpu.md, run 5).
+    models' traffic costs the least reload, then to the one holding the fewest models. Needed
+    on real cards: two ComfyUI instances on one H200 learned SD1.5 at 4.0 and 4.7 units/s, and
+    ranking by exact finish time sent every load of a run of jobs one after another to one of
+    them, so a burst that followed found every model on one worker (bench/results/real_gpu.md,
+    run 5).
     The warm tie came from the same cases in the simulator (two `h200-pair` workers): the
     burst's first job, whose model both held, went to the one that alone held both SDXL
     models, and one of them was loaded again beside it (7.2 s against round_robin's 4.7 s;

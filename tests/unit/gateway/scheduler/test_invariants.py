@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -438,8 +439,8 @@ def test_each_placement_says_why_with_the_runner_up() -> None:
 
 # 4. Where a job goes: finish times within `tie_share` of the earliest are tied. A warm job goes
 # to the tied holder that alone holds the fewest models; a load to a warm worker, then the least
-# eviction cost, then the least traffic of the evicted models, then the one holding the fewest
-# models.
+# eviction cost, then the least reload its evicted models' traffic will cost (jobs per second
+# times load seconds), then the one holding the fewest models.
 DEAR = worker("dear", ("m2", "m1"), cache_slots=2)
 """Full: loading m3 evicts m1 (its least recently used)."""
 CHEAP = worker("cheap", ("m4", "m5", "m6"), cache_slots=3)
@@ -447,6 +448,12 @@ CHEAP = worker("cheap", ("m4", "m5", "m6"), cache_slots=3)
 NEEDS_M1 = job("b", "m1", 9.5, model_keys=frozenset(("m1", "m7")))
 """A waiting job that needs m1 (with a LoRA no worker holds, so no worker is warm for it)."""
 M1_TRAFFIC = {"m1": 0.5}
+
+
+def holding(name: str, key: str, reload_s: float) -> WorkerView:
+    """A worker whose one slot holds `key`, which takes `reload_s` to load again."""
+    view = worker(name, (key,), cache_slots=1)
+    return replace(view, load_s={**view.load_s, key: reload_s})
 
 
 def load_of_a(
@@ -484,6 +491,13 @@ LIKE_CARDS = {
     "like cards: the one evicting no model recent traffic wants loads, though it holds more": (
         load_of_a([DEAR, CHEAP], demand_per_s=M1_TRAFFIC),
         "cheap",
+    ),
+    "like cards: the one whose evicted model costs the least reload loads, though wanted more": (
+        load_of_a(
+            [holding("big", "mx", reload_s=12.0), holding("small", "my", reload_s=3.0)],
+            demand_per_s={"mx": 0.2, "my": 0.3},
+        ),
+        "small",
     ),
     "like cards: evicting a copy another worker also holds costs no traffic, however wanted": (
         load_of_a(
