@@ -14,8 +14,8 @@ from bench.sim.scenario import (
     simulate,
     trace,
 )
-from bench.sim.trace import catalogue
-from workers.emulator.card.costmodel import LoadTier
+from bench.sim.trace import SimJob, catalogue
+from workers.emulator.card.costmodel import JobShape, LoadTier
 
 SHORT = Scenario(jobs=300, load=0.6, seed=1)
 
@@ -157,3 +157,38 @@ def test_a_cold_worker_left_idle_pays_its_first_use_on_a_warm_up_not_on_a_job(
     assert len(paid) == (1 if warm_cold else 2)
     warmed = [w for w in sim.workers.values() if w.warm_up_s > 0]
     assert len(warmed) == (1 if warm_cold else 0)
+
+
+@pytest.mark.parametrize("later_s", [0.01, 0.5, 2.0])
+@pytest.mark.parametrize("same_checkpoint", [True, False])
+def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
+    later_s: float, same_checkpoint: bool
+) -> None:
+    """The promise of `gateway.scheduler.warming`: on a fresh farm of two cards, the first
+    job takes one and the other warms up on its checkpoint; a second job sent meanwhile
+    finishes no later than without the warm-up plus what the warm-up cost beyond the card's
+    first use (its load and its one small step), whatever its checkpoint."""
+    cards = cards_of("2*h200", 2, 1.0)
+    models = catalogue(2, 1.0)
+    families = {m.name: m.family for m in models}
+    first, other = (JobShape(m.name, m.family, 20, 512, 512) for m in models)
+    jobs = (
+        SimJob("j1", 0.0, first),
+        SimJob("j2", later_s, first if same_checkpoint else other),
+    )
+
+    def run(warm_cold: bool) -> tuple[Simulator, dict[str, JobRecord]]:
+        config = SimConfig(warm_cold=warm_cold)
+        sim = Simulator(build_policy("affinity"), cards, families, {}, config, 2)
+        return sim, {r.job.job_id: r for r in sim.run(jobs).records}
+
+    warmed_sim, warmed = run(True)
+    _, plain = run(False)
+    (warmer,) = [w for w in warmed_sim.workers.values() if w.warm_up_s > 0]
+    beyond_first_use_s = warmer.warm_up_s - warmer.card.model.first_job_penalty_s()
+
+    def latency_s(record: JobRecord) -> float:
+        return record.end_s - record.job.arrival_s
+
+    assert latency_s(warmed["j2"]) <= latency_s(plain["j2"]) + beyond_first_use_s + 0.05
+    assert latency_s(warmed["j1"]) == pytest.approx(latency_s(plain["j1"]))
