@@ -27,6 +27,7 @@ from gateway.learning import demand
 from gateway.learning import speed as learned
 from gateway.learning.learn import Finished, Knowledge, speed_views
 from gateway.learning.learn import learn as gateway_learn
+from gateway.learning.learn import warmed as gateway_warmed
 from gateway.scheduler.cost import load_s as expected_load_s
 from gateway.scheduler.cost import models_of, run_s, touch
 from gateway.scheduler.estimates import with_estimates
@@ -40,6 +41,7 @@ from workers.emulator.card.residency import Residency
 from workers.warmup.prompts import (
     PROBE_STEPS,
     WARMUP_SIZE_PX,
+    WarmupResult,
     native_size_px,
     probe_work_units,
 )
@@ -418,10 +420,7 @@ class Simulator:
         worker.cold = False
         if worker.knowledge is not None:
             read_s = worker.card.model.read_s(self.catalogue[checkpoint], LoadTier.DISK)
-            load_s = {self.catalogue[checkpoint]: read_s, **worker.knowledge.load_s}
-            worker.knowledge = replace(
-                worker.knowledge, load_s={**load_s, checkpoint: read_s}, resident=(checkpoint,)
-            )
+            worker.knowledge = gateway_warmed(worker.knowledge, [WarmupResult(checkpoint, read_s)])
         self._believed = None
         if worker.queue:
             self.start(now, worker)

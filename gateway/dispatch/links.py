@@ -16,11 +16,10 @@ from gateway.learning.learn import (
     Knowledge,
     NodeClock,
     cache_slots,
-    family_of,
     learn,
     learn_from_twin,
-    probed,
     shifted,
+    warmed,
 )
 from gateway.learning.speed import SpeedEstimate
 from gateway.scheduler.snapshot import JobView
@@ -161,16 +160,11 @@ class WorkerLink:
 
     def warmed(self, warmups: Sequence[WarmupResult]) -> None:
         """The warm-ups' cold timings seed the load estimates, their speed probes the speeds;
-        the last checkpoint is loaded."""
-        for result in warmups:
-            load_s = result.load_s if result.load_s is not None else result.seconds
-            self.load_s[result.checkpoint] = load_s
-            # Until a checkpoint of the family loads here, its load is guessed from this one.
-            self.load_s.setdefault(family_of(result.checkpoint), load_s)
-            self.speed_book = probed(self.speed_book, result)
+        the last checkpoint is loaded (`gateway.learning.learn.warmed`)."""
+        after = warmed(self.knowledge, warmups)
+        self.speed_book, self.load_s, self.resident = after.book, dict(after.load_s), after.resident
         if warmups:
-            last = warmups[-1].checkpoint
-            self.last_checkpoint, self.resident = last, (last,)
+            self.last_checkpoint = warmups[-1].checkpoint
             self.cold = False
             self.lessons += 1  # worth keeping (gateway.farm.learned_store saves what changed)
 

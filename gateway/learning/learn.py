@@ -302,6 +302,22 @@ def arrived(arrivals: Arrivals, jobs: Iterable[JobView]) -> Arrivals:
     return Arrivals(meter, ids, latest)
 
 
+def warmed(known: Knowledge, warmups: Sequence[WarmupResult]) -> Knowledge:
+    """What a worker's warm-ups teach: each one's cold timing (its loader node, else the whole
+    warm-up) is the load of its checkpoint and, until a checkpoint of the family loads there,
+    of its family; its speed probes seed the family's speed (`probed`); the last checkpoint
+    is resident."""
+    book, load_s, resident = known.book, dict(known.load_s), known.resident
+    for result in warmups:
+        seconds = result.load_s if result.load_s is not None else result.seconds
+        load_s[result.checkpoint] = seconds
+        load_s.setdefault(family_of(result.checkpoint), seconds)
+        book = probed(book, result)
+    if warmups:
+        resident = (warmups[-1].checkpoint,)
+    return Knowledge(book, load_s, resident)
+
+
 def probed(
     book: Mapping[str, learned.SpeedEstimate], result: WarmupResult
 ) -> Mapping[str, learned.SpeedEstimate]:
