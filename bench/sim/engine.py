@@ -86,6 +86,9 @@ class JobRecord:
     loaded: bool = False
     loader_s: float = 0.0
     """Seconds of its loader node (the read; the copy to VRAM lands in the sampler)."""
+    first_use_s: float = 0.0
+    """The card's first use it paid, before its sampler's first step (a cold worker's first
+    job)."""
 
 
 @dataclass
@@ -377,6 +380,7 @@ class Simulator:
         record.worker, record.start_s = worker.name, at_s
         record.load_s, record.run_s, record.loaded = load, phases.total_s - load, tier is not None
         record.loader_s = phases.load_s
+        record.first_use_s = worker.card.model.first_job_penalty_s() if worker.cold else 0.0
         record.end_s = at_s + phases.total_s
         worker.running, worker.end_s, worker.idle_since_s = view, record.end_s, None
         worker.last_checkpoint = shape.checkpoint
@@ -506,9 +510,9 @@ def warmed_up(card: Card, checkpoint: str, family: str) -> Knowledge:
 
 def learn(worker: WorkerState, record: JobRecord) -> None:
     """Feed a finished job to the worker's knowledge through the gateway's own learning
-    (`gateway.learning.learn.learn`), timed as the gateway times it (`gateway.learning.timing`): the
-    loader
-    node, the rest, and the sampler's set-up before its first step (the copy to VRAM)."""
+    (`gateway.learning.learn.learn`), timed as the gateway times it (`gateway.learning.timing`):
+    the loader node, the rest, and the sampler's set-up before its first step (the copy to VRAM
+    and, on a cold worker's first job, the card's first use)."""
     assert worker.knowledge is not None
     shape = record.job.shape
     copy_s = record.load_s - record.loader_s
@@ -519,7 +523,8 @@ def learn(worker: WorkerState, record: JobRecord) -> None:
         load_s=record.loader_s,
         run_s=record.run_s + copy_s,
         loader_cached=not record.loaded,
-        setup_s=copy_s,
+        setup_s=copy_s + record.first_use_s,
+        first_use=record.first_use_s > 0,
     )
     worker.knowledge = gateway_learn(worker.knowledge, done, worker.card.cache_slots)
     _publish(worker)

@@ -297,6 +297,7 @@ class Dispatcher:
             job.placement.model_keys,
             record=job,
             sid=link.sid,
+            first_use=link.cold and link.warming is None,  # else its warm-up, ahead, pays it
             chosen_at_ms=chosen_at_ms,
         )
         link.hold(job.job_id, held)

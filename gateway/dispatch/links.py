@@ -56,6 +56,9 @@ class Held:
     started_at_ms: int | None = None
     sid: str | None = None
     """The relay sid it was sent under; events come only while that connection lasts."""
+    first_use: bool = False
+    """The worker was cold and not warming up when it was sent (`WorkerLink.cold`): it pays
+    the card's first use (`gateway.learning.timing.Finished.first_use`)."""
     chosen_at_ms: int | None = None
     """When the round that chose it read the queue (store clock): a job enqueued since was
     never weighed against it (None: its claim time)."""

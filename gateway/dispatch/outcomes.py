@@ -323,7 +323,7 @@ def _learn(
     """What the job taught about the worker, and about its twins; never at the cost of the
     job's answer."""
     try:
-        done = finished(job.job_view(), prompt, held.clock)
+        done = replace(finished(job.job_view(), prompt, held.clock), first_use=held.first_use)
         before = link.knowledge
         link.learn(done)
         for twin in twins:

@@ -174,9 +174,12 @@ def shifted(
 def loading_s(book: Mapping[str, learned.SpeedEstimate], done: Finished) -> float | None:
     """Seconds the job spent loading: its loader nodes, plus its samplers' set-up before their
     first step, or, with their steps untimed, what its other nodes took beyond a warm run (the
-    copy of the weights to VRAM happens in the sampler, as in ComfyUI)."""
-    if done.load_s is None:
-        return None
+    copy of the weights to VRAM happens in the sampler, as in ComfyUI). A worker's first
+    prompt counts its loader nodes alone, as its warm-up would (`warmed`): its set-up also held
+    the card's first use, 2-5 s that would make every later load of the worker look that much
+    slower, and the worker the last choice for any load."""
+    if done.load_s is None or done.first_use:
+        return done.load_s
     if done.setup_s is not None:
         return done.load_s + done.setup_s
     estimate = book.get(done.family)

@@ -182,6 +182,9 @@ class Finished:
     setup_s: float | None = None
     """Seconds its executed samplers spent before their first step beyond one step's time
     (the copy of loaded weights to VRAM, CUDA's first use; None: their steps were not timed)."""
+    first_use: bool = False
+    """It was the first prompt of a worker started with nothing preloaded: its samplers'
+    set-up also held the card's first use (CUDA's start-up), which no later load pays."""
 
     @property
     def warm_s(self) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -461,6 +462,18 @@ def test_the_first_job_of_a_process_teaches_its_steps_not_its_start_up() -> None
     # CUDA's first use and the copy: 12 s before the first step of a 5 s sampler
     clock = ran(COLD, cached=("5", "10"), setup_s=12.0)
     known = learning.learn(Knowledge(), learning.finished(view(SDXL), GRAPH, clock), slots=1)
+    assert known.book["sdxl"].predict_s(UNITS) == pytest.approx(WARM_S + 0.1, rel=0.01)
+
+
+@pytest.mark.parametrize(("first_use", "load_s"), [(True, 2.0), (False, 2.0 + 12.0)])
+def test_the_first_use_of_a_card_is_no_load_it_pays_again(first_use: bool, load_s: float) -> None:
+    """A cold worker's first prompt: 12 s before the first step, the card's first use with the
+    copy. Its load is its read alone (as a warm-up teaches it); any later prompt's set-up is
+    the copy of what it loaded, a load it will pay again."""
+    clock = ran(COLD, cached=("5", "10"), setup_s=12.0)
+    done = replace(learning.finished(view(SDXL), GRAPH, clock), first_use=first_use)
+    known = learning.learn(Knowledge(), done, slots=1)
+    assert known.load_s[SDXL] == pytest.approx(load_s)
     assert known.book["sdxl"].predict_s(UNITS) == pytest.approx(WARM_S + 0.1, rel=0.01)
 
 
