@@ -449,6 +449,18 @@ def busy_spans(run: Run) -> dict[str, list[Span]]:
     return spans
 
 
+def union(spans: Sequence[Span]) -> list[Span]:
+    """The spans merged into disjoint ones: an early binder's worker holds jobs queued in
+    ComfyUI, whose started..finished stamps overlap."""
+    out: list[Span] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
 def intersect(a: Sequence[Span], b: Sequence[Span]) -> list[Span]:
     out = []
     for a0, a1 in a:
@@ -469,9 +481,9 @@ def idle_wait_ms(job: Job, all_busy: Sequence[Span]) -> int:
 
 
 def idle_waits_s(run: Run) -> list[float]:
-    """Per job: seconds it waited while some worker ran nothing (busy spans of one worker do
-    not overlap, so pairwise intersection gives the time every worker was busy)."""
-    spans = list(busy_spans(run).values())
+    """Per job: seconds it waited while some worker ran nothing (each worker's busy spans
+    merged, so pairwise intersection gives the time every worker was busy)."""
+    spans = [union(worker) for worker in busy_spans(run).values()]
     all_busy = spans[0] if spans else []
     for other in spans[1:]:
         all_busy = intersect(all_busy, other)
