@@ -3,6 +3,7 @@ its first use is paid by the warm-up, not by a client's job."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,9 @@ from tests.faults.farms import Farm, emulated, farm_client, farm_settings, super
 from tests.integration.clients import ComfyStyleClient
 from tests.integration.conftest import CHECKPOINTS, txt2img
 from tests.waiting import rounds_pass
+from workers.comfy.flags import LaunchFlags
+from workers.emulator.card.costmodel import CostModel, LoadTier
+from workers.emulator.card.profiles import load_profile
 
 
 async def _emulator(farm: Farm, name: str) -> dict[str, Any]:
@@ -89,15 +93,36 @@ async def test_the_first_jobs_load_teaches_its_read_not_the_cards_first_use(
     redis_url: str, tmp_path: Path
 ) -> None:
     """The first job of a fresh farm pays its card's first use before its sampler's first step
-    (3.5 s on an emulated RTX 4070 Ti, against a 1.4 s read of an SD1.5 checkpoint). Its
-    worker learns the load it will pay again, as the other worker's warm-up does on a like
-    card; counting the first use would make it the last choice for every later load."""
+    (3.5 s on an emulated RTX 4070 Ti, against a 1.4 s read of an SD1.5 checkpoint from
+    disk). Its worker learns the read, the load it will pay again; counting the first use
+    would make it the last choice for every later load."""
     workers = [emulated("a"), emulated("b")]
-    settings = farm_settings(redis_url, tmp_path, workers, time_scale=0.1, policy="affinity")
+    scale = 0.1
+    settings = farm_settings(redis_url, tmp_path, workers, time_scale=scale, policy="affinity")
     async with supervised_gateway(settings) as farm, farm_client(farm) as client:
         # Steps enough to time the sampler's set-up, where the first use shows.
         _, ran = await _run_one(farm, client, CHECKPOINTS[1], steps=10)
-        other = "b" if ran == "a" else "a"
-        warmed = await farm.until_worker(other, cold=False, warming=None, state="ready")
         learned = (await farm.worker(ran))["load_s"][CHECKPOINTS[1]]
-        assert learned < 1.5 * warmed["load_s"][CHECKPOINTS[1]]
+    card = CostModel(load_profile("rtx4070ti"), LaunchFlags())
+    assert learned < 1.2 * card.read_s("sd15", LoadTier.DISK) * scale
+
+
+async def test_the_emulators_of_one_node_share_their_hosts_page_cache(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A real host reads a checkpoint from disk once for all its ComfyUI processes: the
+    emulators `serve` starts share one page cache, so b's load of what a read is a
+    page-cache read."""
+    workers = [emulated("a"), emulated("b")]
+    settings = farm_settings(redis_url, tmp_path, workers, warm_cold_workers=False)
+    async with supervised_gateway(settings) as farm, httpx.AsyncClient() as http:
+        for name in ("a", "b"):
+            url = (await farm.worker(name))["url"]
+            sent = await http.post(f"{url}/prompt", json={"prompt": txt2img(CHECKPOINTS[1], name)})
+            prompt_id = sent.json()["prompt_id"]
+            for _ in range(200):
+                if prompt_id in (await http.get(f"{url}/history/{prompt_id}")).json():
+                    break
+                await asyncio.sleep(0.02)
+        assert (await _emulator(farm, "a"))["counters"]["loads"] == {"disk": 1}
+        assert (await _emulator(farm, "b"))["counters"]["loads"] == {"page_cache": 1}

@@ -109,6 +109,7 @@ def parse_config(argv: Sequence[str]) -> tuple[EmulatorConfig, argparse.Namespac
         preview_size=ns.preview_size if ns.preview_size is not None else 512,
         argv=("main.py", *comfy_args),
         faults=faults,
+        page_cache_dir=Path(ns.page_cache) if ns.page_cache else None,
     )
     return config, ns
 

@@ -56,6 +56,8 @@ class EmulatorConfig:
     preview_size: int = 512
     argv: tuple[str, ...] = ("main.py",)
     faults: Mapping[str, Any] = field(default_factory=dict)
+    page_cache_dir: Path | None = None
+    """The host's page cache, shared with the other emulators of the host (`pagecache`)."""
 
     @property
     def model_files(self) -> dict[str, tuple[str, ...]]:

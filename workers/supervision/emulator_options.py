@@ -37,6 +37,12 @@ def add_emulator_options(parser: argparse.ArgumentParser) -> None:
         help="seconds before the port opens (default: the profile's startup_s x time scale)",
     )
     own.add_argument(
+        "--page-cache",
+        metavar="DIR",
+        help="a folder the emulators of one host share as its page cache: a model file one of"
+        " them read from disk loads from the page cache for all (default: this one's reads)",
+    )
+    own.add_argument(
         "--fault",
         action="append",
         default=[],

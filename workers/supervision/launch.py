@@ -57,6 +57,11 @@ class FarmLayout:
     def output_dir(self, name: str) -> Path:
         return self.root / name / "output"
 
+    @property
+    def page_cache_dir(self) -> Path:
+        """What the emulators this node starts share as their host's page cache."""
+        return self.root / "_page_cache"
+
     def temp_parent(self, name: str) -> Path:
         # ComfyUI uses DIR/temp and deletes it at every start: never shared between workers.
         return self.root / name / "tmp"
@@ -109,6 +114,8 @@ def emulator_argv(spec: WorkerSpec, port: int, layout: FarmLayout) -> list[str]:
         spec.emulate or "default",
         "--time-scale",
         str(layout.time_scale),
+        "--page-cache",
+        str(layout.page_cache_dir),
     ]
     if spec.checkpoints:
         argv += ["--checkpoints", ",".join(spec.checkpoints)]

@@ -16,7 +16,8 @@ Rules (PROTOCOL.md 3.3-3.4):
 - with `--lowvram`, `--novram` or `--cpu` the weights live in host RAM and VRAM is no limit;
   a checkpoint that was loaded before comes back as a RAM-tier load even after the cache
   dropped it (measured: 0.35 s instead of 4-6 s, calibration/README.md).
-- otherwise a file this instance has read before comes from the page cache, else from disk.
+- otherwise a file read before comes from the page cache, else from disk: read by this
+  instance, or by any emulator of its host when they share a page cache (`pagecache`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from workers.comfy.flags import CacheMode, LaunchFlags, VramMode
 from workers.comfy.prompt_results import TXT2IMG, PromptResults
 from workers.emulator.card.costmodel import LoadTier
+from workers.emulator.card.pagecache import PageCache
 from workers.emulator.card.profiles import Profile
 from workers.emulator.execution.nodecache import NodeCache
 
@@ -42,9 +44,11 @@ class Residency:
         *,
         files_read: Iterable[str] = (),
         results: PromptResults = TXT2IMG,
+        page_cache: PageCache | None = None,
     ) -> None:
         """An empty instance; `files_read` are checkpoint files already in the page cache;
-        `results`: what each prompt leaves in the node cache (under `--cache-lru`)."""
+        `results`: what each prompt leaves in the node cache (under `--cache-lru`);
+        `page_cache`: its host's, shared with other instances (default: its own reads)."""
         self._profile = profile
         self._flags = flags
         self._results = results
@@ -53,7 +57,9 @@ class Residency:
         self._host_ram = flags.cpu or flags.vram_mode in _HOST_RAM_MODES
         self._cache: dict[str, str] = {}  # checkpoint -> family, most recently used last
         self._vram: dict[str, str] = {}  # a subset of _cache, most recently used last
-        self._files_read = set(files_read)
+        self.page_cache: PageCache = set() if page_cache is None else page_cache
+        for name in files_read:
+            self.page_cache.add(name)
         self._in_host_ram: set[str] = set()
 
     def touch(self, checkpoint: str, family: str) -> LoadTier | None:
@@ -74,7 +80,7 @@ class Residency:
             return None
         if checkpoint in self._cache or checkpoint in self._in_host_ram:
             return LoadTier.RAM
-        if checkpoint in self._files_read:
+        if checkpoint in self.page_cache:
             return LoadTier.PAGE_CACHE
         return LoadTier.DISK
 
@@ -147,7 +153,7 @@ class Residency:
         tier = self.peek(checkpoint)
         self._cache.pop(checkpoint, None)
         self._cache[checkpoint] = family
-        self._files_read.add(checkpoint)
+        self.page_cache.add(checkpoint)
         if self._host_ram:
             self._in_host_ram.add(checkpoint)
         self._make_room(family, keep=checkpoint)

@@ -133,7 +133,7 @@ class Engine:
         self._pacer = Pacer(sleep, monotonic)
         mode, size = costs.flags.cache_mode, costs.flags.cache_lru_size
         self.outputs, self.ui = NodeCache(mode, size), NodeCache(mode, size)
-        self.instance = Instance()
+        self.instance = Instance(files_read=card.residency.page_cache)
         self.counts = PromptCounts()
         self.client_id: str | None = None
         self.last_node_id: str | None = None

@@ -24,6 +24,7 @@ from PIL import Image
 
 from workers.comfy.catalog import Catalog
 from workers.emulator.card.costmodel import CostModel, LoadTier
+from workers.emulator.card.pagecache import PageCache
 from workers.emulator.card.profiles import DEFAULT_FAMILY, Profile, cost_family
 from workers.emulator.execution.nodeoutputs import (
     TEXT_ENCODER_INPUTS,
@@ -79,8 +80,9 @@ class Instance:
 
     first_job_pending: bool = True
     loads: dict[str, int] = field(default_factory=dict)
-    files_read: set[str] = field(default_factory=set)
-    """Text encoder and VAE files read before (in the page cache since)."""
+    files_read: PageCache = field(default_factory=set[str])
+    """Text encoder and VAE files read before (in the page cache since; the host's, shared
+    with the checkpoints' `Residency.page_cache`)."""
     nodes_executed: int = 0
     steps_sampled: int = 0
     images_saved: int = 0

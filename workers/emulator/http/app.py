@@ -15,7 +15,9 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from workers.comfy.flags import LaunchFlags
 from workers.emulator.card.costmodel import CostModel
+from workers.emulator.card.pagecache import SharedPageCache
 from workers.emulator.card.residency import Residency
 from workers.emulator.catalog import NodeCatalog
 from workers.emulator.config import EmulatorConfig
@@ -68,7 +70,7 @@ def build_emulator(
         queue=queue,
         hub=hub,
         catalog=catalog.validation,
-        card=Card(CostModel(config.profile, flags), Residency(config.profile, flags)),
+        card=Card(CostModel(config.profile, flags), residency_of(config, flags)),
         dirs=dirs,
         faults=faults,
         options=options,
@@ -77,6 +79,13 @@ def build_emulator(
     return Emulator(
         config, dirs, catalog, queue, hub, engine, faults, clock(), logs or LogRing(), UserDir()
     )
+
+
+def residency_of(config: EmulatorConfig, flags: LaunchFlags) -> Residency:
+    """The instance's models, in its host's page cache when it shares one (`--page-cache`)."""
+    folder = config.page_cache_dir
+    page_cache = SharedPageCache(folder) if folder is not None else None
+    return Residency(config.profile, flags, page_cache=page_cache)
 
 
 def _log_crash(task: asyncio.Task[None]) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from workers.comfy.flags import LaunchFlags
 from workers.emulator.card.costmodel import LoadTier
+from workers.emulator.card.pagecache import SharedPageCache
 from workers.emulator.card.profiles import load_profile
 from workers.emulator.card.residency import Residency
 
@@ -195,3 +196,24 @@ def test_a_prompt_without_a_checkpoint_drops_the_classic_cache() -> None:
     assert residency.run_prompt(()) == ()
     assert residency.resident() == ()
     assert replay(residency, "A") == [PAGE]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_instances_of_one_host_share_its_page_cache_only_when_told(
+    tmp_path: Path, shared: bool
+) -> None:
+    """Two emulators of one host (two processes: a page cache each, on one folder): a file
+    one read from disk is a page-cache read for the other; without the folder, each reads
+    from disk once."""
+    flags = LaunchFlags.parse(())
+
+    def started() -> Residency:
+        page_cache = SharedPageCache(tmp_path / "page-cache") if shared else None
+        return Residency(load_profile("h200"), flags, page_cache=page_cache)
+
+    first, second = started(), started()
+    assert first.touch("A", "sd15") is DISK
+    assert second.touch("A", "sd15") is (PAGE if shared else DISK)
+    assert second.touch("B", "sd15") is DISK
+    assert first.touch("B", "sd15") is (PAGE if shared else DISK)
+    assert "models/A.safetensors" not in SharedPageCache(tmp_path / "other")
