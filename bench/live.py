@@ -261,12 +261,13 @@ async def run_live(scenario: Scenario, policy: str, scale: float, budget_s: floa
 
 def sim_row(scenario: Scenario, policy: str, learned: bool) -> Measured:
     """The simulator on the same jobs with the gateway's dispatch: late binders get 2 slots per
-    worker (one running, one prefetched), early binders an unlimited queue; `learned`: the
-    policies see speeds learned online from the warm-up on, as the gateway's do."""
+    worker (one running, one prefetched), early binders an unlimited queue, every worker on
+    one host (one page cache) as `serve` starts them; `learned`: the policies see speeds
+    learned online from the warm-up on, as the gateway's do."""
     cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
     jobs = trace(scenario)
     families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
-    config = SimConfig(learned_speeds=learned)
+    config = SimConfig(learned_speeds=learned, one_host=True)  # `serve`'s emulators share one
     chosen = build_policy(policy)
     slots = slots_per_worker(chosen, config.slots)
     sim = Simulator(chosen, cards, families, initial_models(scenario), config, slots)

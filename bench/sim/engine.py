@@ -37,6 +37,7 @@ from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from gateway.scheduler.takeback import take_backs
 from gateway.scheduler.warming import warm_ups
 from workers.emulator.card.costmodel import JobShape, LoadTier, job_phases
+from workers.emulator.card.pagecache import PageCache
 from workers.emulator.card.residency import Residency
 from workers.warmup.prompts import (
     PROBE_STEPS,
@@ -69,6 +70,10 @@ class SimConfig:
     warm_cold: bool = True
     """A cold worker left idle warms up on a checkpoint clients asked for, as the dispatcher
     has it do (`gateway.scheduler.warming`); False: it pays its first use on a client job."""
+    one_host: bool = False
+    """Every worker on one host, sharing its page cache (a file one read from disk is a
+    page-cache read for all), as the emulators one `serve` starts (`--page-cache`); False: a
+    host per worker."""
     learned_speeds: bool = False
     """Give policies what the gateway would have learned (`gateway.learning.learn`: speeds and load
     seconds, seeded by the warm-up of each worker's first checkpoint, then learned from every
@@ -150,8 +155,9 @@ class Simulator:
         self.config = config
         self.slots = slots
         self.catalogue = catalogue  # checkpoint -> family
+        host: PageCache | None = set() if config.one_host else None
         self.workers = {
-            card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config)
+            card.spec.name: _worker(card, initial.get(card.spec.name), catalogue, config, host)
             for card in cards
         }
         self.everyone = frozenset(self.workers)
@@ -468,10 +474,15 @@ def job_view(job: SimJob, eligible: frozenset[str] | None = None) -> JobView:
 
 
 def _worker(
-    card: Card, initial: str | None, catalogue: dict[str, str], config: SimConfig
+    card: Card,
+    initial: str | None,
+    catalogue: dict[str, str],
+    config: SimConfig,
+    host: PageCache | None = None,
 ) -> WorkerState:
     files = (initial,) if initial else ()
-    residency = Residency(card.model.profile, card.model.flags, files_read=files)
+    flags = card.model.flags
+    residency = Residency(card.model.profile, flags, files_read=files, page_cache=host)
     if initial:
         residency.touch(initial, catalogue[initial])
     cold = initial is None

@@ -192,3 +192,21 @@ def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
 
     assert latency_s(warmed["j2"]) <= latency_s(plain["j2"]) + beyond_first_use_s + 0.05
     assert latency_s(warmed["j1"]) == pytest.approx(latency_s(plain["j1"]))
+
+
+@pytest.mark.parametrize("one_host", [True, False])
+def test_on_one_host_a_file_another_worker_read_loads_from_the_page_cache(one_host: bool) -> None:
+    """Two H200s, the first holding the checkpoint; a burst of two of its jobs: the second
+    worker loads it, from the host's page cache when they share one, else from disk."""
+    cards = cards_of("2*h200", 1, 1.0)
+    (model,) = catalogue(1, 1.0)
+    first, second = (card.spec.name for card in cards)
+    shape = JobShape(model.name, model.family, 20, 512, 512)
+    jobs = (SimJob("j1", 0.0, shape), SimJob("j2", 0.0, shape))
+    config = SimConfig(one_host=one_host, warm_cold=False)
+    policy = build_policy("affinity")
+    sim = Simulator(policy, cards, {model.name: model.family}, {first: model.name}, config, 2)
+    (loaded,) = [r for r in sim.run(jobs).records if r.loaded]
+    assert loaded.worker == second
+    tier = LoadTier.PAGE_CACHE if one_host else LoadTier.DISK
+    assert loaded.load_s == pytest.approx(cards[1].load_s(model.family, tier))
