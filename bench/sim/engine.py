@@ -31,7 +31,7 @@ from gateway.learning.learn import warmed as gateway_warmed
 from gateway.scheduler.cost import load_s as expected_load_s
 from gateway.scheduler.cost import models_of, run_s, touch
 from gateway.scheduler.estimates import with_estimates
-from gateway.scheduler.policy import EARLY_CAPACITY, Policy
+from gateway.scheduler.policy import ASK_EVERY_S, EARLY_CAPACITY, Policy
 from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from gateway.scheduler.takeback import take_backs
@@ -60,7 +60,9 @@ class StallError(RuntimeError):
 class SimConfig:
     slots: int = 2
     """Free slots per worker for late-binding policies (running + prefetched)."""
-    tick_s: float = 0.25
+    tick_s: float = ASK_EVERY_S
+    """How often the policy is asked again while jobs wait and a worker has room, as the
+    dispatcher asks it."""
     dispatch_s: float = 0.02
     """Gap before a job sent to an idle worker starts (HTTP + bookkeeping); prefetch hides it."""
     abort_backlog: int = 2000

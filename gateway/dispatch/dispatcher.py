@@ -35,7 +35,13 @@ from gateway.learning.demand import rates_at
 from gateway.metrics.recorded import Metrics
 from gateway.peers.lanes import farm_lanes
 from gateway.scheduler import cost, queue, takeback
-from gateway.scheduler.policy import Policy, Stepwise, binds_early, slots_per_worker
+from gateway.scheduler.policy import (
+    ASK_EVERY_S,
+    Policy,
+    Stepwise,
+    binds_early,
+    slots_per_worker,
+)
 from gateway.scheduler.snapshot import Assignment, Snapshot, WorkerView
 from gateway.scheduler.warming import warm_up_job, warm_ups
 from workers.client import (
@@ -84,7 +90,7 @@ class Dispatcher:
         hub: Hub,
         *,
         capacity: int = 2,
-        poll_s: float = 0.25,
+        poll_s: float = ASK_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
     ):
@@ -104,6 +110,8 @@ class Dispatcher:
         self._kept: set[tuple[str, int]] = set()
         """(job, attempt) a holder did not give back when asked (it had started it): not
         asked again."""
+        self._held_back = False
+        """The last round left jobs waiting while a worker had room: look again soon."""
         self.rounds = 0
         """Rounds run so far: what a test waits on to know the dispatcher has looked again."""
         self.estimates = FarmEstimates(links)
@@ -122,13 +130,15 @@ class Dispatcher:
         self._wake.set()
 
     async def run(self) -> None:
-        """Dispatch whenever woken (a new job, a freed slot) and at least every `poll_s`."""
+        """Dispatch whenever woken (a new job, a freed slot), at least every `poll_s` while
+        jobs wait and a worker has room (as the simulator ticks), else every `ASK_EVERY_S`."""
         while True:
             tasks.check_cancelled()
             with contextlib.suppress(TimeoutError):
                 # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives with
                 # a wake-up, and stopping the gateway would then wait for this loop forever.
-                async with asyncio.timeout(self.poll_s):
+                idle_s = self.poll_s if self._held_back else max(self.poll_s, ASK_EVERY_S)
+                async with asyncio.timeout(idle_s):
                     await self._wake.wait()
             self._wake.clear()
             try:
@@ -167,6 +177,7 @@ class Dispatcher:
 
     async def _dispatch_round(self) -> int:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
+        self._held_back = False
         if not free:
             return await self._jump_the_queue()
         claimed = await self._place_waiting()
@@ -181,6 +192,7 @@ class Dispatcher:
         groups = await self.store.queue_groups(self._head_jobs())
         if not groups:
             return 0
+        self._held_back = True  # until a round finds no job waiting or no room
         now_s = self.store.clock()
         # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
         # worker that frees soon rather than load it elsewhere.

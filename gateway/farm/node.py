@@ -33,7 +33,8 @@ from gateway.recovery.lifecycle import Supervision
 from gateway.recovery.liveness import Liveness, LivenessSettings
 from gateway.recovery.redis_repair import RedisRestarts
 from gateway.recovery.watchdog import Watchdog
-from gateway.scheduler.policy import Policy
+from gateway.scheduler.policy import ASK_EVERY_S, Policy
+from gateway.scheduler.timescale import wall_s
 from workers.supervision.supervisor import Supervisor
 from workers.telemetry import Telemetry
 from workers.warmup.run import warm_up
@@ -98,7 +99,14 @@ class Farm:
         self.supervisor = supervisor
         self.telemetry = telemetry
         self.dispatcher = Dispatcher(
-            store, links, policy, hub, capacity=settings.capacity, clock=clock, metrics=self.metrics
+            store,
+            links,
+            policy,
+            hub,
+            capacity=settings.capacity,
+            poll_s=wall_s(ASK_EVERY_S, settings.time_scale),
+            clock=clock,
+            metrics=self.metrics,
         )
         if supervisor is not None and settings.warm_up_s is not None:
             self.dispatcher.warm_up = functools.partial(

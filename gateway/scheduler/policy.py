@@ -40,6 +40,11 @@ worker's own queue holds the rest. The others bind late: a worker holds one runn
 `prefetch` waiting jobs, the rest wait in the gateway for the best free worker."""
 EARLY_CAPACITY = 100_000
 """Jobs an early-binding policy may give one worker: no limit in practice."""
+ASK_EVERY_S = 0.25
+"""Seconds of the cards between two asks of the policy while nothing happens (no job arrives,
+no worker frees): a job a policy holds back, waiting for a busy holder, is looked at again this
+late at most once its clock runs out. The dispatcher asks as often on emulated cards, in their
+seconds (`timescale.wall_s`), and the simulator ticks as often."""
 
 
 def register(

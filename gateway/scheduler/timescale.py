@@ -38,6 +38,17 @@ def in_emulated_time(policy: Policy, time_scale: float) -> Policy:
     return policy if time_scale == 1.0 else EmulatedTime(policy, time_scale)
 
 
+MIN_WALL_S = 0.02
+"""The shortest wall interval `wall_s` gives: a small time scale does not make the gateway
+poll as fast as it can."""
+
+
+def wall_s(card_s: float, time_scale: float) -> float:
+    """Wall seconds that last `card_s` seconds of the cards an emulated farm models (time scale
+    1: real cards), at least `MIN_WALL_S`."""
+    return max(card_s * time_scale, MIN_WALL_S)
+
+
 def emulated(snapshot: Snapshot, factor: float) -> Snapshot:
     """The snapshot with every duration and instant multiplied by `factor` (rates divided)."""
     return Snapshot(

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 import redis.asyncio as aioredis
 
+from bench.sim.engine import SimConfig
 from gateway.app import load_policy
 from gateway.dispatch.dispatcher import Dispatcher
 from gateway.dispatch.links import Links, WorkerLink, WorkerState
 from gateway.events.hub import Hub
+from gateway.farm.catalog import FarmCatalog
+from gateway.farm.node import Farm, FarmSettings
 from gateway.jobs.models import Placement
 from gateway.jobs.store import JobStore
+from gateway.scheduler.policy import ASK_EVERY_S
+from gateway.scheduler.snapshot import Assignment, Snapshot
 from tests.unit.gateway.jobs.test_store import new_job
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle, WorkerSpec
@@ -157,3 +162,54 @@ async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
         await dispatcher.stop()
         for link in links:
             await link.client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("time_scale", "poll_s"), [(1.0, 0.25), (0.25, 0.0625), (0.1, 0.025), (0.001, 0.02)]
+)
+async def test_the_dispatcher_polls_in_the_seconds_of_the_cards_as_the_simulator_ticks(
+    store: JobStore, redis_client: aioredis.Redis, time_scale: float, poll_s: float
+) -> None:
+    """A fixed 0.25 s of wall time was 2.5 s of the cards at time scale 0.1: a job held back
+    for a busy holder was looked at again that late once its clock ran out. Never more often
+    than `MIN_WALL_S`."""
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    settings = FarmSettings(node="n1", lease_s=10.0, stall_timeout_s=60.0, time_scale=time_scale)
+    policy = load_policy("affinity")
+    farm = Farm(store, hub, Links([]), policy, FarmCatalog(None), settings=settings)
+    assert farm.dispatcher.poll_s == pytest.approx(poll_s)
+    assert SimConfig().tick_s == ASK_EVERY_S
+
+
+@dataclass(frozen=True)
+class HoldBack:
+    """A policy that leaves every job waiting (as one waiting for a busy holder does)."""
+
+    name: str = "hold_back"
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        return []
+
+
+@pytest.mark.parametrize("waiting", [True, False])
+async def test_the_dispatcher_polls_fast_only_while_jobs_wait_beside_a_worker_with_room(
+    store: JobStore, redis_client: aioredis.Redis, waiting: bool
+) -> None:
+    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
+    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    dispatcher = Dispatcher(store, Links([link]), HoldBack(), hub, poll_s=0.02)
+    if waiting:
+        await store.enqueue(new_job())
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(0.6)
+        rounds = dispatcher.rounds
+    finally:
+        task.cancel()
+        await asyncio.wait({task}, timeout=2)
+        await link.client.aclose()
+    if waiting:
+        assert rounds >= 8  # about 30 at 0.02 s; 3 at ASK_EVERY_S
+    else:
+        assert rounds <= 4  # every ASK_EVERY_S: nothing to look at again
