@@ -110,8 +110,9 @@ class Dispatcher:
         self._kept: set[tuple[str, int]] = set()
         """(job, attempt) a holder did not give back when asked (it had started it): not
         asked again."""
-        self._held_back = False
-        """The last round left jobs waiting while a worker had room: look again soon."""
+        self._waited_with_room = False
+        """The last round found jobs waiting while a worker had room (the policy may have held
+        some back for a busy holder): look again after `poll_s`, not `ASK_EVERY_S`."""
         self.rounds = 0
         """Rounds run so far: what a test waits on to know the dispatcher has looked again."""
         self.estimates = FarmEstimates(links)
@@ -137,7 +138,7 @@ class Dispatcher:
             with contextlib.suppress(TimeoutError):
                 # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives with
                 # a wake-up, and stopping the gateway would then wait for this loop forever.
-                idle_s = self.poll_s if self._held_back else max(self.poll_s, ASK_EVERY_S)
+                idle_s = self.poll_s if self._waited_with_room else max(self.poll_s, ASK_EVERY_S)
                 async with asyncio.timeout(idle_s):
                     await self._wake.wait()
             self._wake.clear()
@@ -177,7 +178,7 @@ class Dispatcher:
 
     async def _dispatch_round(self) -> int:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
-        self._held_back = False
+        self._waited_with_room = False
         if not free:
             return await self._jump_the_queue()
         claimed = await self._place_waiting()
@@ -192,7 +193,7 @@ class Dispatcher:
         groups = await self.store.queue_groups(self._head_jobs())
         if not groups:
             return 0
-        self._held_back = True  # until a round finds no job waiting or no room
+        self._waited_with_room = True
         now_s = self.store.clock()
         # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
         # worker that frees soon rather than load it elsewhere.
