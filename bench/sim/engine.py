@@ -175,6 +175,8 @@ class Simulator:
         self.meter = demand.DemandMeter(config.demand_half_life_s)
         self.latest: dict[str, JobView] = {}
         """The latest job seen per checkpoint: what a cold worker may warm up on."""
+        self.newest_arrival_s: float | None = None
+        """When the latest job arrived: cold workers warm up once arrivals have paused."""
         self.unfinished = 0
         self.tick_at: float | None = None
         self.calls = 0
@@ -238,6 +240,7 @@ class Simulator:
             self.queue.add(view)
             self.unfinished += 1
             self.meter = demand.observe(self.meter, models_of(view), now)
+            self.newest_arrival_s = now
             if view.checkpoint:
                 self.latest[view.checkpoint] = view
         elif kind == "finish":
@@ -288,10 +291,13 @@ class Simulator:
             if worker.running is None and worker.warming is None:
                 self.start(now + self.config.dispatch_s, worker)
         if len(self.queue) and any(self.free(w) for w in self.workers.values()):
-            at = now + self.config.tick_s
-            if self.tick_at is None or self.tick_at > at:
-                self.tick_at = at
-                self.push(at, "tick", "")
+            self.tick(now + self.config.tick_s)
+
+    def tick(self, at: float) -> None:
+        """Ask the policy again at `at` (one look at the earliest instant asked for)."""
+        if self.tick_at is None or self.tick_at > at:
+            self.tick_at = at
+            self.push(at, "tick", "")
 
     def free(self, worker: WorkerState) -> int:
         return max(self.slots - worker.outstanding, 0)
@@ -399,9 +405,14 @@ class Simulator:
 
     def warm_cold(self, now: float) -> None:
         """As the dispatcher does (`gateway.scheduler.warming`): a cold worker left idle warms
-        up on a checkpoint clients asked for, paying its first use there."""
+        up on a checkpoint clients asked for, paying its first use there, once no job has
+        arrived for a tick."""
         cold = [w for w in self.workers.values() if w.cold and w.outstanding == 0]
         if not cold or not self.latest:
+            return
+        newest_s = self.newest_arrival_s
+        if newest_s is not None and now - newest_s < self.config.tick_s - 1e-9:
+            self.tick(newest_s + self.config.tick_s)  # once arrivals have paused, as the dispatcher
             return
         views = {w.name: self.worker_view(w, now) for w in self.workers.values()}
         rates = demand.rates_at(self.meter, now)

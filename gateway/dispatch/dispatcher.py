@@ -110,9 +110,12 @@ class Dispatcher:
         self._kept: set[tuple[str, int]] = set()
         """(job, attempt) a holder did not give back when asked (it had started it): not
         asked again."""
-        self._waited_with_room = False
-        """The last round found jobs waiting while a worker had room (the policy may have held
-        some back for a busy holder): look again after `poll_s`, not `ASK_EVERY_S`."""
+        self._look_again_soon = False
+        """The last round left something to look at again after `poll_s`, not `ASK_EVERY_S`:
+        jobs waiting while a worker had room (the policy may have held some back for a busy
+        holder), or a cold worker's warm-up waiting for arrivals to pause."""
+        self._newest_arrival_s: float | None = None
+        """When the newest job seen waiting arrived (the store's clock)."""
         self.rounds = 0
         """Rounds run so far: what a test waits on to know the dispatcher has looked again."""
         self.estimates = FarmEstimates(links)
@@ -138,7 +141,7 @@ class Dispatcher:
             with contextlib.suppress(TimeoutError):
                 # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives with
                 # a wake-up, and stopping the gateway would then wait for this loop forever.
-                idle_s = self.poll_s if self._waited_with_room else max(self.poll_s, ASK_EVERY_S)
+                idle_s = self.poll_s if self._look_again_soon else max(self.poll_s, ASK_EVERY_S)
                 async with asyncio.timeout(idle_s):
                     await self._wake.wait()
             self._wake.clear()
@@ -178,7 +181,7 @@ class Dispatcher:
 
     async def _dispatch_round(self) -> int:
         free = [link for link in self.links if link.free_slots(self.capacity) > 0]
-        self._waited_with_room = False
+        self._look_again_soon = False
         if not free:
             return await self._jump_the_queue()
         claimed = await self._place_waiting()
@@ -193,7 +196,9 @@ class Dispatcher:
         groups = await self.store.queue_groups(self._head_jobs())
         if not groups:
             return 0
-        self._waited_with_room = True
+        self._look_again_soon = True
+        newest_s = max(group.newest_s for group in groups)
+        self._newest_arrival_s = max(newest_s, self._newest_arrival_s or newest_s)
         now_s = self.store.clock()
         # Busy workers too (no free slots), as in the simulator: a policy may leave a job to a
         # worker that frees soon rather than load it elsewhere.
@@ -432,11 +437,14 @@ class Dispatcher:
 
     def _warm_cold(self) -> None:
         """Each cold worker left idle warms up on a checkpoint clients asked for
-        (`gateway.scheduler.warming`); jobs sent to it meanwhile queue behind the warm-up. Not
-        one that shares its card with another worker: there the warm-up's load ran beside the
-        other's first job and made that job's load 10x slower (two ComfyUI instances on one
-        H100: 4.3-4.6 s against 0.3-0.5, `bench/data/real_gpu/h100-run20.json`), for 1 s that
-        the warm-up saved the cold one."""
+        (`gateway.scheduler.warming`); jobs sent to it meanwhile queue behind the warm-up. Only
+        once no job has arrived for `poll_s` (`ASK_EVERY_S` of the cards): a client posts a
+        burst one prompt at a time, and a warm-up chosen on its first prompt alone would hold
+        the worker, on that prompt's checkpoint, from the burst's other jobs (as the simulator,
+        which sees a burst arrive at one instant). Not one that shares its card with another
+        worker: there the warm-up's load ran beside the other's first job and made that job's
+        load 10x slower (two ComfyUI instances on one H100: 4.3-4.6 s against 0.3-0.5,
+        `bench/data/real_gpu/h100-run20.json`), for 1 s that the warm-up saved the cold one."""
         if self.warm_up is None or not self._arrivals.latest:
             return
         cold = [
@@ -448,6 +456,10 @@ class Dispatcher:
             and not self.links.share_a_card(link)
         ]
         if not cold:
+            return
+        newest_s = self._newest_arrival_s
+        if newest_s is not None and self.store.clock() - newest_s < self.poll_s:
+            self._look_again_soon = True  # once arrivals have paused
             return
         lanes = {view.name: view for view in self.lanes()}
         rates = rates_at(self._arrivals.meter, self.store.clock())

@@ -4,9 +4,12 @@ A worker that has run nothing since its process started (no `preload`) pays the 
 use on its first prompt: CUDA's first use and the kernels' warm-up, 2-5 s on real cards
 (`bench/results/real_gpu.md`: a first job 4.1 s without preload, 0.8-1.3 s with). Whichever
 client job reaches it first would pay that. So a cold worker that is idle, once the farm has
-seen a job, runs the warm-up that `preload` runs (`workers.warmup.run.warm_up`) on a
-checkpoint clients ask for. Meanwhile it is busy as with any job (`warm_up_job`): a job placed
-there queues behind the warm-up, as behind a job, and finds the card's first use paid.
+seen a job and no other has arrived for `policy.ASK_EVERY_S` (0.25 s of the cards: a client
+posts a burst one prompt at a time, and the burst's next jobs, seen whole, may need the worker
+more than a warm-up chosen on its first prompt alone), runs the warm-up that `preload` runs
+(`workers.warmup.run.warm_up`) on a checkpoint clients ask for. Meanwhile it is busy as with
+any job (`warm_up_job`): a job placed there queues behind the warm-up, as behind a job, and
+finds the card's first use paid.
 
 Each warm-up loads the checkpoint, among those the worker may run, that the fewest workers
 hold (counting the warm-ups chosen before it), then the most wanted by recent arrivals: an
@@ -18,10 +21,11 @@ saves (two ComfyUI instances on one H100: the first job's load 4.3-4.6 s against
 for about 1 s of first use saved on the cold one).
 
 The guarantee (tests/unit/gateway/scheduler/test_warming.py, tests/integration/test_warming.py,
-tests/unit/bench/test_sim.py): a cold worker with a card of its own left idle after a job has
-arrived never makes a client job pay its first use, and a job that queues behind a warm-up
-waits at most what the warm-up costs beyond that first use: the load of its checkpoint, where
-the job needs another.
+tests/unit/bench/test_sim.py, tests/unit/gateway/dispatch/test_dispatcher.py): a cold worker
+with a card of its own left idle for that pause after a job has arrived never makes a client
+job pay its first use, and a job that queues behind a warm-up waits at most what the warm-up
+costs beyond that first use: the load of its checkpoint, where the job needs another. A job
+that arrives within the pause finds the worker as it would with no warm-ups (free, and cold).
 One sent to a cold worker before it was ever idle still pays it.
 
 The dispatcher and the simulator both call `warm_ups`; the dispatcher shows the policy the

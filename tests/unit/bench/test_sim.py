@@ -15,6 +15,7 @@ from bench.sim.scenario import (
     trace,
 )
 from bench.sim.trace import SimJob, catalogue
+from gateway.scheduler.policy import ASK_EVERY_S
 from workers.emulator.card.costmodel import JobShape, LoadTier
 
 SHORT = Scenario(jobs=300, load=0.6, seed=1)
@@ -159,15 +160,10 @@ def test_a_cold_worker_left_idle_pays_its_first_use_on_a_warm_up_not_on_a_job(
     assert len(warmed) == (1 if warm_cold else 0)
 
 
-@pytest.mark.parametrize("later_s", [0.01, 0.5, 2.0])
-@pytest.mark.parametrize("same_checkpoint", [True, False])
-def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
-    later_s: float, same_checkpoint: bool
-) -> None:
-    """The promise of `gateway.scheduler.warming`: on a fresh farm of two cards, the first
-    job takes one and the other warms up on its checkpoint; a second job sent meanwhile
-    finishes no later than without the warm-up plus what the warm-up cost beyond the card's
-    first use (its load and its one small step), whatever its checkpoint."""
+def two_jobs_on_a_fresh_farm(
+    later_s: float, same_checkpoint: bool, warm_cold: bool
+) -> tuple[Simulator, dict[str, JobRecord]]:
+    """Two H200s with nothing loaded; a job, then a second one `later_s` after it."""
     cards = cards_of("2*h200", 2, 1.0)
     models = catalogue(2, 1.0)
     families = {m.name: m.family for m in models}
@@ -176,14 +172,22 @@ def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
         SimJob("j1", 0.0, first),
         SimJob("j2", later_s, first if same_checkpoint else other),
     )
+    config = SimConfig(warm_cold=warm_cold)
+    sim = Simulator(build_policy("affinity"), cards, families, {}, config, 2)
+    return sim, {r.job.job_id: r for r in sim.run(jobs).records}
 
-    def run(warm_cold: bool) -> tuple[Simulator, dict[str, JobRecord]]:
-        config = SimConfig(warm_cold=warm_cold)
-        sim = Simulator(build_policy("affinity"), cards, families, {}, config, 2)
-        return sim, {r.job.job_id: r for r in sim.run(jobs).records}
 
-    warmed_sim, warmed = run(True)
-    _, plain = run(False)
+@pytest.mark.parametrize("later_s", [0.3, 0.5, 2.0])
+@pytest.mark.parametrize("same_checkpoint", [True, False])
+def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
+    later_s: float, same_checkpoint: bool
+) -> None:
+    """The promise of `gateway.scheduler.warming`: on a fresh farm of two cards, the first
+    job takes one and the other warms up on its checkpoint once arrivals pause; a second job
+    sent meanwhile finishes no later than without the warm-up plus what the warm-up cost
+    beyond the card's first use (its load and its one small step), whatever its checkpoint."""
+    warmed_sim, warmed = two_jobs_on_a_fresh_farm(later_s, same_checkpoint, warm_cold=True)
+    _, plain = two_jobs_on_a_fresh_farm(later_s, same_checkpoint, warm_cold=False)
     (warmer,) = [w for w in warmed_sim.workers.values() if w.warm_up_s > 0]
     beyond_first_use_s = warmer.warm_up_s - warmer.card.model.first_job_penalty_s()
 
@@ -192,6 +196,24 @@ def test_a_job_behind_a_warm_up_waits_at_most_its_load_beyond_the_first_use(
 
     assert latency_s(warmed["j2"]) <= latency_s(plain["j2"]) + beyond_first_use_s + 0.05
     assert latency_s(warmed["j1"]) == pytest.approx(latency_s(plain["j1"]))
+
+
+@pytest.mark.parametrize("later_s", [0.0, 0.04, 0.2])
+@pytest.mark.parametrize("same_checkpoint", [True, False])
+def test_a_burst_sent_one_prompt_at_a_time_finds_the_cold_worker_free_not_warming_up(
+    later_s: float, same_checkpoint: bool
+) -> None:
+    """A cold worker warms up only once no job has arrived for a tick (`ASK_EVERY_S`, as the
+    dispatcher polls): a second prompt posted right behind the first, as a client posts a
+    burst, goes to the cold worker as it would with no warm-ups at all, instead of queueing
+    behind a warm-up chosen on the first prompt's checkpoint."""
+    assert later_s < ASK_EVERY_S
+    warmed_sim, warmed = two_jobs_on_a_fresh_farm(later_s, same_checkpoint, warm_cold=True)
+    _, plain = two_jobs_on_a_fresh_farm(later_s, same_checkpoint, warm_cold=False)
+    assert [w.warm_up_s for w in warmed_sim.workers.values()] == [0.0, 0.0]
+    assert {r.worker for r in warmed.values()} == {"h200-0", "h200-1"}
+    for job_id in warmed:
+        assert warmed[job_id].end_s == pytest.approx(plain[job_id].end_s)
 
 
 @pytest.mark.parametrize("one_host", [True, False])

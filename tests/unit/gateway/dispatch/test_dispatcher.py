@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 import redis.asyncio as aioredis
+from pytest import MonkeyPatch
 
 from bench.sim.engine import SimConfig
 from gateway.app import load_policy
@@ -19,6 +20,7 @@ from gateway.jobs.models import Placement
 from gateway.jobs.store import JobStore
 from gateway.scheduler.policy import ASK_EVERY_S
 from gateway.scheduler.snapshot import Assignment, Snapshot
+from tests.unit.gateway.conftest import FakeClock
 from tests.unit.gateway.jobs.test_store import new_job
 from workers.client import ComfyClient
 from workers.supervision.launch import WorkerHandle, WorkerSpec
@@ -93,6 +95,14 @@ class FakeWarmUp:
 
 
 CKPT = "sd15_a.safetensors"
+PAUSE_S = 0.05
+"""The dispatcher's `poll_s` here: a cold worker warms up once no job arrived for as long."""
+
+
+async def round_after_arrivals_paused(dispatcher: Dispatcher, clock: FakeClock) -> None:
+    clock.advance(PAUSE_S * 1.5)  # the store's clock, which arrivals are stamped on
+    await dispatcher.dispatch_once()
+    await asyncio.sleep(0.01)  # a warm-up task starts
 
 
 async def warm_and_cold(
@@ -105,7 +115,8 @@ async def warm_and_cold(
     links = [WorkerLink(h, ComfyClient(h.url), sid="s", state=WorkerState.READY) for h in handles]
     links[0].resident, links[1].cold = (CKPT,), True
     hub = Hub(redis_client, "t:events", store.queue_remaining)
-    dispatcher = Dispatcher(store, Links(links), load_policy("affinity"), hub, capacity=1)
+    policy = load_policy("affinity")
+    dispatcher = Dispatcher(store, Links(links), policy, hub, capacity=1, poll_s=PAUSE_S)
     placement = Placement(checkpoint=CKPT, model_keys=(CKPT,))
     await store.enqueue(replace(new_job(), placement=placement))
     return links, dispatcher
@@ -113,17 +124,17 @@ async def warm_and_cold(
 
 @pytest.mark.parametrize("fails", [False, True])
 async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whatever_the_outcome(
-    store: JobStore, redis_client: aioredis.Redis, fails: bool
+    store: JobStore, redis_client: aioredis.Redis, clock: FakeClock, fails: bool
 ) -> None:
     """A job of the checkpoint warm w1 holds is placed there; the cold w2, idle, warms up on
-    it. Meanwhile the policy sees w2 busy as with a job holding that checkpoint (a
-    slot taken, its models resident), not gone; after it, warm or not, w2 takes jobs again."""
+    it (no job arrived for `poll_s`). Meanwhile the policy sees w2 busy as with a job holding
+    that checkpoint (a slot taken, its models resident), not gone; after it, warm or not, w2
+    takes jobs again."""
     links, dispatcher = await warm_and_cold(store, redis_client, gpu=None)
     w2 = links[1]
     warm = dispatcher.warm_up = FakeWarmUp(fails)
     try:
-        await dispatcher.dispatch_once()
-        await asyncio.sleep(0.01)  # the warm-up task starts
+        await round_after_arrivals_paused(dispatcher, clock)
         assert warm.calls == [(w2.url, CKPT)], "w1 got the job: only w2 was cold and idle"
         assert w2.warming is not None
         (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
@@ -146,8 +157,41 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
             await link.client.aclose()
 
 
+async def test_a_cold_idle_worker_warms_up_only_once_arrivals_have_paused(
+    store: JobStore, redis_client: aioredis.Redis, clock: FakeClock, monkeypatch: MonkeyPatch
+) -> None:
+    """A client posts a burst one prompt at a time: a warm-up chosen on its first prompt alone
+    would hold w2, on that prompt's checkpoint, from the burst's next jobs. So w2 warms up
+    only once no job has arrived for `poll_s`, as the simulator's cold workers do a tick
+    after the last arrival."""
+    links, dispatcher = await warm_and_cold(store, redis_client, gpu=None)
+    w1, w2 = links
+
+    async def accepted(*args: object, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(w1.client, "submit", accepted)
+    warm = dispatcher.warm_up = FakeWarmUp(fails=False)
+    try:
+        await dispatcher.dispatch_once()
+        await asyncio.sleep(0.01)
+        assert len(w1.held) == 1, "the job went to w1, which holds its checkpoint"
+        assert warm.calls == [] and w2.cold, "the job has just arrived: more may follow"
+        clock.advance(PAUSE_S / 2)
+        await dispatcher.dispatch_once()
+        await asyncio.sleep(0.01)
+        assert warm.calls == [], "half the pause"
+        await round_after_arrivals_paused(dispatcher, clock)
+        assert warm.calls == [(w2.url, CKPT)]
+    finally:
+        warm.release.set()
+        await dispatcher.stop()
+        for link in links:
+            await link.client.aclose()
+
+
 async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
-    store: JobStore, redis_client: aioredis.Redis
+    store: JobStore, redis_client: aioredis.Redis, clock: FakeClock
 ) -> None:
     """Two instances on one GPU: the warm-up's load would run beside the other's job (on a real
     H100 it made that job's load 10x slower), so the cold one pays its first use on a job."""
@@ -156,7 +200,7 @@ async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
     warm = dispatcher.warm_up = FakeWarmUp(fails=False)
     try:
         await dispatcher.dispatch_once()
-        await asyncio.sleep(0.01)
+        await round_after_arrivals_paused(dispatcher, clock)
         assert warm.calls == [] and w2.warming is None and w2.cold
     finally:
         await dispatcher.stop()
