@@ -25,17 +25,16 @@ from bench.sim.costs import Card
 from bench.sim.trace import SimJob
 from gateway.learning import demand
 from gateway.learning import speed as learned
-from gateway.learning.learn import Finished, Knowledge, speed_views
+from gateway.learning.learn import Finished, Knowledge, outstanding_s, speed_views
 from gateway.learning.learn import learn as gateway_learn
 from gateway.learning.learn import warmed as gateway_warmed
-from gateway.scheduler.cost import load_s as expected_load_s
-from gateway.scheduler.cost import models_of, run_s, touch
+from gateway.scheduler.cost import models_of
 from gateway.scheduler.estimates import with_estimates
 from gateway.scheduler.policy import ASK_EVERY_S, EARLY_CAPACITY, Policy
 from gateway.scheduler.queue import QueueIndex, snapshot_of
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from gateway.scheduler.takeback import take_backs
-from gateway.scheduler.warming import warm_ups
+from gateway.scheduler.warming import warm_up_job, warm_ups
 from workers.emulator.card.costmodel import JobShape, LoadTier, job_phases
 from workers.emulator.card.pagecache import PageCache
 from workers.emulator.card.residency import Residency
@@ -102,9 +101,14 @@ class JobRecord:
 class WorkerState:
     card: Card
     residency: Residency
-    queue: deque[tuple[JobView, float]] = field(default_factory=deque)
+    queue: deque[JobView] = field(default_factory=deque)
     running: JobView | None = None
+    began_s: float = 0.0
+    """When its running job (or warm-up) started."""
     end_s: float = 0.0
+    resident_before: tuple[str, ...] = ()
+    """What it held before its running job (or warm-up) started: where the gateway's estimate
+    of that job's remainder starts from."""
     idle_since_s: float | None = 0.0
     last_checkpoint: str | None = None
     run_total_s: float = 0.0
@@ -120,9 +124,9 @@ class WorkerState:
     """It has run nothing (no initial checkpoint warmed up): its first job pays the card's
     first-use penalty (CUDA's first use, the kernels' warm-up), as on a farm `serve` starts
     with nothing preloaded."""
-    warming: str | None = None
-    """The checkpoint of the warm-up it runs (`gateway.scheduler.warming`): a job of the
-    gateway's own, which holds a slot and which jobs placed meanwhile queue behind."""
+    warming: JobView | None = None
+    """The warm-up it runs (`gateway.scheduler.warming.warm_up_job`): a job of the gateway's
+    own, which holds a slot and which jobs placed meanwhile queue behind."""
     _load_view: dict[str, float] | None = None
 
     @property
@@ -263,15 +267,15 @@ class Simulator:
         takes a job prefetched behind a long one where it finishes it sooner."""
         if not any(w.outstanding == 0 for w in self.workers.values()):
             return
-        queued = {w.name: [view for view, _ in w.queue] for w in self.workers.values() if w.queue}
+        queued = {w.name: list(w.queue) for w in self.workers.values() if w.queue}
         if not queued:
             return
         views = [self.worker_view(w, now) for w in self.workers.values()]
         for move in take_backs(views, queued):
             holder, taker = self.workers[move.holder], self.workers[move.worker]
-            entry = next(e for e in holder.queue if e[0].job_id == move.job_id)
-            holder.queue.remove(entry)
-            taker.queue.append((entry[0], self.expected_s(taker, entry[0])))
+            view = next(view for view in holder.queue if view.job_id == move.job_id)
+            holder.queue.remove(view)
+            taker.queue.append(view)
             self.taken_back += 1
             if taker.running is None and taker.warming is None:
                 self.start(now + self.config.dispatch_s, taker)
@@ -287,7 +291,7 @@ class Simulator:
             worker = self.workers[assignment.worker]
             view = self.queue.remove(assignment.job_id)
             assert view is not None
-            worker.queue.append((view, self.expected_s(worker, view)))
+            worker.queue.append(view)
             if worker.running is None and worker.warming is None:
                 self.start(now + self.config.dispatch_s, worker)
         if len(self.queue) and any(self.free(w) for w in self.workers.values()):
@@ -325,18 +329,31 @@ class Simulator:
 
     # --- workers --------------------------------------------------------------------------
     def worker_view(self, worker: WorkerState, now: float) -> WorkerView:
-        busy = worker.running is not None or worker.warming is not None
-        remaining = max(worker.end_s - now, 0.0) if busy else 0.0
+        """As the dispatcher shows it (`gateway.dispatch.dispatcher.Dispatcher._view`): what
+        it believes, and what it holds, with the gateway's estimate of the seconds that takes
+        (`gateway.learning.learn.outstanding_s`), not the truth: a job that runs longer than
+        believed is believed done sooner, here as live."""
+        believed = self.believed(worker)
+        started = worker.warming or worker.running
+        held = [(view, 0.0) for view in worker.queue]
+        if started is not None:
+            held.insert(0, (started, max(now - worker.began_s, 0.0)))
+        before = worker.knowledge.resident if worker.knowledge is not None else None
+        estimate = replace(
+            believed,
+            resident=worker.resident_before if before is None else before,
+            cache_slots=worker.card.cache_slots,
+        )
         return replace(
-            self.believed(worker),
+            believed,
             free_slots=self.free(worker),
             outstanding=worker.outstanding,
-            outstanding_s=remaining + sum(cost for _, cost in worker.queue),
+            outstanding_s=outstanding_s(estimate, held, cold=worker.cold),
             resident=worker.residency.resident(),
             last_checkpoint=worker.last_checkpoint,
             idle_since_s=worker.idle_since_s,
             cache_slots=worker.card.cache_slots,
-            queued=tuple(models_of(view) for view, _ in worker.queue),
+            queued=tuple(models_of(view) for view in worker.queue),
         )
 
     def believed(self, worker: WorkerState) -> WorkerView:
@@ -372,20 +389,11 @@ class Simulator:
             worker._load_view = view
         return worker._load_view
 
-    def expected_s(self, worker: WorkerState, view: JobView) -> float:
-        """The estimate the gateway would hold for a job it queues on the worker."""
-        resident = worker.residency.resident()
-        if worker.running is not None:
-            resident = touch(resident, models_of(worker.running), worker.card.cache_slots)
-        for queued, _ in worker.queue:
-            resident = touch(resident, models_of(queued), worker.card.cache_slots)
-        probe = self.believed(worker)
-        return expected_load_s(view, probe, resident) + run_s(view, probe)
-
     def start(self, at_s: float, worker: WorkerState) -> None:
-        view, _ = worker.queue.popleft()
+        view = worker.queue.popleft()
         record = self.records[view.job_id]
         shape = record.job.shape
+        worker.resident_before = worker.residency.resident()
         tier = worker.residency.touch(shape.checkpoint, shape.family)
         worker._load_view = None
         self._believed = None
@@ -396,7 +404,8 @@ class Simulator:
         record.loader_s = phases.load_s
         record.first_use_s = worker.card.model.first_job_penalty_s() if worker.cold else 0.0
         record.end_s = at_s + phases.total_s
-        worker.running, worker.end_s, worker.idle_since_s = view, record.end_s, None
+        worker.running, worker.began_s, worker.end_s = view, at_s, record.end_s
+        worker.idle_since_s = None
         worker.last_checkpoint = shape.checkpoint
         worker.run_total_s += record.run_s
         worker.load_total_s += load
@@ -420,12 +429,14 @@ class Simulator:
         for name, checkpoint in chosen:
             worker = self.workers[name]
             family = self.catalogue[checkpoint]
+            worker.resident_before = worker.residency.resident()
             tier = worker.residency.touch(checkpoint, family)
             shape = JobShape(checkpoint, family, 1, WARMUP_SIZE_PX, WARMUP_SIZE_PX)
             phases = job_phases(worker.card.model, shape, load_tier=tier, first_job=True)
             load = worker.card.load_s(family, tier) if tier is not None else 0.0
-            worker.warming, worker.idle_since_s = checkpoint, None
-            worker.end_s = now + self.config.dispatch_s + phases.total_s
+            worker.warming = warm_up_job(self.latest[checkpoint], now)
+            worker.idle_since_s, worker.began_s = None, now + self.config.dispatch_s
+            worker.end_s = worker.began_s + phases.total_s
             worker.last_checkpoint = checkpoint
             worker.loads += tier is not None
             worker.load_total_s += load
@@ -438,8 +449,8 @@ class Simulator:
         """Its warm-up ended: warm, holding the checkpoint, its cold read learned
         (`gateway.dispatch.links.WorkerLink.warmed`, no speed probe); then the jobs placed
         behind it."""
-        checkpoint, worker.warming = worker.warming, None
-        assert checkpoint is not None
+        assert worker.warming is not None and worker.warming.checkpoint is not None
+        checkpoint, worker.warming = worker.warming.checkpoint, None
         worker.cold = False
         if worker.knowledge is not None:
             read_s = worker.card.model.read_s(self.catalogue[checkpoint], LoadTier.DISK)

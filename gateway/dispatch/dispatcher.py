@@ -258,7 +258,10 @@ class Dispatcher:
         for job, elapsed in held:
             if elapsed is not None:
                 resident = cost.touch(resident, cost.models_of(job), link.cache_slots)
-        return replace(view, outstanding_s=learning.outstanding_s(view, spent), resident=resident)
+        # Cold: idle, or warming up, or running the job that pays the card's first use.
+        cold = link.cold or any(h.first_use for h in link.held.values())
+        left_s = learning.outstanding_s(view, spent, cold=cold)
+        return replace(view, outstanding_s=left_s, resident=resident)
 
     def _on_store_clock(self, at_s: float | None) -> float | None:
         """An instant of this node's clock (`clock`) on the store's clock, which snapshots use;

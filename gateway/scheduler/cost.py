@@ -7,16 +7,24 @@ first, holding `cache_slots` keys (or the keys of one prompt, whichever is more)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from gateway.scheduler.snapshot import JobView, WorkerView
+from workers.comfy.families import TYPICAL_GB
 
 DEFAULT_SPEED = 1.0
 """Work units per second assumed for a family a worker has never run (nothing better known)."""
 DEFAULT_LOAD_S = 10.0
 """Seconds assumed to load a model key on a worker that knows no load at all (nothing
 measured anywhere: `gateway.scheduler.estimates` fills in what other workers measured)."""
+FIRST_USE_S = 3.0
+"""Seconds a cold worker's first prompt pays for the card's first use (CUDA's first use, the
+kernels' warm-up) beyond its load and warm run: 2-5 s on real cards (`bench/results/real_gpu.md`:
+a first job 4.1 s without preload, 0.8-1.3 s with), 2.0-3.5 s in the emulated profiles. Paid
+once per worker process, so an error here misprices one job; left out, a cold worker's first
+job was believed seconds shorter than it ran, and a job bound behind it on that belief waited
+as much longer."""
 
 
 def models_of(job: JobView) -> frozenset[str]:
@@ -61,15 +69,29 @@ def run_s(job: JobView, worker: WorkerView) -> float:
 
 
 def key_load_s(worker: WorkerView, key: str, family: str) -> float:
-    """Seconds to load one model key on the worker: by key, else by family, else the mean of
-    its known loads, else the default."""
+    """Seconds to load one model key on the worker: by key, else by family, else from the
+    loads of its other families in proportion to what each family loads (`TYPICAL_GB`: an
+    SDXL checkpoint is about 3x an SD1.5 one), else the mean of its known loads, else the
+    default."""
     seconds = worker.load_s.get(key)
     if seconds is None:
         seconds = worker.load_s.get(family)
     if seconds is None:
+        seconds = _by_size(worker.load_s, family)
+    if seconds is None:
         known = worker.load_s.values()
         seconds = sum(known) / len(known) if known else DEFAULT_LOAD_S
     return seconds
+
+
+def _by_size(load_s: Mapping[str, float], family: str) -> float | None:
+    """The family's load seconds scaled from the other families' loads in `load_s` by the
+    gigabytes each loads (None: the family's size or the others' loads unknown)."""
+    size = TYPICAL_GB.get(family)
+    if size is None:
+        return None
+    scaled = [s * size / TYPICAL_GB[f] for f, s in load_s.items() if f in TYPICAL_GB]
+    return sum(scaled) / len(scaled) if scaled else None
 
 
 def load_s(job: JobView, worker: WorkerView, resident: Iterable[str]) -> float:

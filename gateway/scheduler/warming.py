@@ -28,8 +28,9 @@ costs beyond that first use: the load of its checkpoint, where the job needs ano
 that arrives within the pause finds the worker as it would with no warm-ups (free, and cold).
 One sent to a cold worker before it was ever idle still pays it.
 
-The dispatcher and the simulator both call `warm_ups`; the dispatcher shows the policy the
-warm-up as `warm_up_job`, the simulator as the seconds it truly takes.
+The dispatcher and the simulator both call `warm_ups` and show the policy the warm-up as
+`warm_up_job`, its seconds as the gateway estimates them, the card's first use included
+(`gateway.learning.learn.outstanding_s`).
 """
 
 from __future__ import annotations

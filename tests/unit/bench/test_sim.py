@@ -3,6 +3,8 @@ benchmarks: `python -m bench.sim`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench.sim.engine import JobRecord, SimConfig, Simulator
@@ -15,6 +17,8 @@ from bench.sim.scenario import (
     trace,
 )
 from bench.sim.trace import SimJob, catalogue
+from gateway.learning.learn import outstanding_s
+from gateway.scheduler.cost import FIRST_USE_S
 from gateway.scheduler.policy import ASK_EVERY_S
 from workers.emulator.card.costmodel import JobShape, LoadTier
 
@@ -232,3 +236,35 @@ def test_on_one_host_a_file_another_worker_read_loads_from_the_page_cache(one_ho
     assert loaded.worker == second
     tier = LoadTier.PAGE_CACHE if one_host else LoadTier.DISK
     assert loaded.load_s == pytest.approx(cards[1].load_s(model.family, tier))
+
+
+@pytest.mark.parametrize("learned", [True, False])
+def test_the_policy_sees_a_running_job_as_the_gateway_estimates_it_not_as_it_truly_runs(
+    learned: bool,
+) -> None:
+    """One code path with the dispatcher (`Dispatcher._view`): a busy worker's seconds left
+    are `learning.outstanding_s` of what it holds, from what is believed of it, its first use
+    included while it is cold; live, a job that runs longer than believed is believed done
+    sooner, so the simulator shows it so too, not its true end."""
+    cards = cards_of("2*rtx4070ti", 2, 1.0)
+    models = catalogue(2, 1.0)
+    families = {m.name: m.family for m in models}
+    shapes = [JobShape(m.name, m.family, 30, 1024, 1024) for m in models]
+    jobs = {f"j{i}": SimJob(f"j{i}", 0.0, shape) for i, shape in enumerate(shapes)}
+    config = SimConfig(learned_speeds=learned, warm_cold=False)
+    sim = Simulator(build_policy("affinity"), cards, families, {}, config, 2)
+    for job_id, job in jobs.items():
+        sim.admit(job)
+        sim.handle(0.0, "arrive", job_id, jobs)
+    sim.dispatch(0.0)
+    busy = [w for w in sim.workers.values() if w.running is not None]
+    assert busy, "a burst on an idle farm starts at once"
+    for worker in busy:
+        assert worker.running is not None
+        now_s = worker.began_s + 1.0
+        shown = sim.worker_view(worker, now_s)
+        believed = replace(sim.believed(worker), resident=(), cache_slots=worker.card.cache_slots)
+        expected_s = outstanding_s(believed, [(worker.running, 1.0)], cold=True)
+        assert shown.outstanding_s == pytest.approx(expected_s)
+        assert expected_s >= FIRST_USE_S
+        assert shown.outstanding_s != pytest.approx(worker.end_s - now_s, abs=0.01)

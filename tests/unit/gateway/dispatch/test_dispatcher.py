@@ -12,12 +12,13 @@ from pytest import MonkeyPatch
 from bench.sim.engine import SimConfig
 from gateway.app import load_policy
 from gateway.dispatch.dispatcher import Dispatcher
-from gateway.dispatch.links import Links, WorkerLink, WorkerState
+from gateway.dispatch.links import Held, Links, WorkerLink, WorkerState
 from gateway.events.hub import Hub
 from gateway.farm.catalog import FarmCatalog
 from gateway.farm.node import Farm, FarmSettings
 from gateway.jobs.models import Placement
 from gateway.jobs.store import JobStore
+from gateway.scheduler.cost import FIRST_USE_S
 from gateway.scheduler.policy import ASK_EVERY_S
 from gateway.scheduler.snapshot import Assignment, Snapshot
 from tests.unit.gateway.conftest import FakeClock
@@ -139,7 +140,7 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
         assert w2.warming is not None
         (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
         assert (view.outstanding, view.free_slots, view.resident) == (1, 0, (CKPT,))
-        assert view.outstanding_s > 0
+        assert view.outstanding_s > FIRST_USE_S, "the warm-up pays the card's first use"
         await dispatcher.dispatch_once()
         assert len(warm.calls) == 1, "one warm-up at a time"
         warm.release.set()
@@ -202,6 +203,35 @@ async def test_a_cold_worker_that_shares_its_card_is_not_warmed_up(
         await dispatcher.dispatch_once()
         await round_after_arrivals_paused(dispatcher, clock)
         assert warm.calls == [] and w2.warming is None and w2.cold
+    finally:
+        await dispatcher.stop()
+        for link in links:
+            await link.client.aclose()
+
+
+async def test_a_cold_workers_first_job_is_believed_to_pay_the_cards_first_use(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    """As the simulator shows it: the job sent to a cold worker (no warm-up ahead of it) is
+    believed to take the card's first use longer than the same job on a warm one, although the
+    worker stops being cold once it holds a job. Idle, the cold worker is not priced with it
+    (`learning.outstanding_s` says why)."""
+    links, dispatcher = await warm_and_cold(store, redis_client, gpu=0)
+    w2 = links[1]
+    try:
+        (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
+        assert w2.cold and view.outstanding_s == 0.0
+        (waiting,) = await store.peek(1)
+
+        def seconds_left(first_use: bool) -> float:
+            w2.hold(waiting.job_id, Held(1, None, record=waiting, first_use=first_use))
+            (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
+            w2.release(waiting.job_id)
+            return view.outstanding_s
+
+        first_s, warm_s = seconds_left(first_use=True), seconds_left(first_use=False)
+        assert not w2.cold
+        assert warm_s > 0 and first_s == pytest.approx(warm_s + FIRST_USE_S)
     finally:
         await dispatcher.stop()
         for link in links:

@@ -24,6 +24,7 @@ from gateway.learning import speed as learned_speed
 from gateway.learning import timing
 from gateway.learning.learn import Finished, Knowledge, NodeClock
 from gateway.learning.residency import Evidence
+from gateway.scheduler.cost import FIRST_USE_S
 from gateway.scheduler.snapshot import JobView, Snapshot, WorkerView
 from gateway.scheduler.timescale import emulated, in_emulated_time
 from tests.unit.gateway.conftest import FakeClock
@@ -174,6 +175,24 @@ def test_outstanding_seconds_carry_residency_forward() -> None:
     second = (view(SDXL, job_id="c"), 0.0)  # warm by then
     total = learning.outstanding_s(worker, [running, first, second])
     assert total == pytest.approx(5.0 + (10.0 + 6.0 - 2.0) + 6.0)
+
+
+@pytest.mark.parametrize(
+    ("held", "expected_s"),
+    [
+        ([], 0.0),  # idle: not priced with it (see `outstanding_s`)
+        ([(view(SD15, job_id="a"), 2.0)], FIRST_USE_S + 5.0 - 2.0),  # the running job pays it
+        ([(view(SD15, job_id="a"), 0.0), (view(SD15, job_id="b"), 0.0)], FIRST_USE_S + 10.0),
+        ([(view(SD15, job_id="a"), 30.0)], 0.0),  # it ran past the estimate: due now
+    ],
+)
+def test_a_cold_worker_pays_the_cards_first_use_once_on_the_first_job_it_holds(
+    held: list[tuple[JobView, float]], expected_s: float
+) -> None:
+    worker = WorkerView("w", resident=(SD15,), speed={"sd15": 4.0})  # 20 work units: 5 s
+    assert learning.outstanding_s(worker, held, cold=True) == pytest.approx(expected_s)
+    warm_s = learning.outstanding_s(worker, held)
+    assert warm_s == pytest.approx(max(expected_s - FIRST_USE_S, 0.0))
 
 
 def test_arrivals_count_each_job_once() -> None:

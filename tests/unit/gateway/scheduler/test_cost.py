@@ -7,6 +7,7 @@ import pytest
 from gateway.scheduler import cost
 from gateway.scheduler.snapshot import WorkerView
 from tests.unit.gateway.scheduler.factories import job, worker
+from workers.comfy.families import TYPICAL_GB
 
 
 def test_a_job_needs_its_loader_files_else_its_checkpoint() -> None:
@@ -45,9 +46,28 @@ def test_load_counts_only_what_is_not_resident_by_key_then_family() -> None:
     assert cost.load_s(job("a", "m1"), w, ()) == 1.0
     assert cost.load_s(job("a", "m2"), w, ()) == 3.0
     assert cost.load_s(job("a", "m2"), w, ("m2",)) == 0.0
-    # a family it never loaded: the mean of what it did load; nothing loaded: the default
-    assert cost.load_s(job("a", "f1", family="flux"), w, ()) == 2.0
+    # a family it never loaded: its other families' loads scaled by what each loads; a
+    # family of unknown size: the mean of what it did load; nothing loaded: the default
+    flux_s = 3.0 * TYPICAL_GB["flux"] / TYPICAL_GB["sd15"]
+    assert cost.load_s(job("a", "f1", family="flux"), w, ()) == pytest.approx(flux_s)
+    assert cost.load_s(job("a", "f1", family="other"), w, ()) == 2.0
     assert cost.load_s(job("a", "f1", family="flux"), WorkerView("x"), ()) == cost.DEFAULT_LOAD_S
+
+
+@pytest.mark.parametrize(
+    ("known", "family", "expected_s"),
+    [
+        ({"sd15": 1.5}, "sdxl", 1.5 * 6.9 / 2.1),  # an SDXL file is about 3x an SD1.5 one
+        ({"sdxl": 6.9}, "sd15", 2.1),
+        ({"sd15": 2.1, "sdxl": 13.8}, "flux", (17.2 + 34.4) / 2),  # the mean of both scalings
+        ({"v1-5.safetensors": 1.5}, "sdxl", 1.5),  # keys only: their mean, as before
+    ],
+)
+def test_an_unmeasured_familys_load_scales_with_the_gigabytes_it_loads(
+    known: dict[str, float], family: str, expected_s: float
+) -> None:
+    w = WorkerView("w", load_s=known)
+    assert cost.key_load_s(w, "new.safetensors", family) == pytest.approx(expected_s)
 
 
 @pytest.mark.parametrize(
