@@ -436,7 +436,7 @@ class Dispatcher:
             move.worker,
             move.gain_s,
         )
-        return await self._claim_and_send(Assignment(move.job_id, move.worker))
+        return await self._claim_and_send(Assignment(move.job_id, move.worker, move.why))
 
     def _warm_cold(self) -> None:
         """Each cold worker left idle warms up on a checkpoint clients asked for

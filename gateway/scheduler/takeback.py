@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.scheduler import cost
-from gateway.scheduler.snapshot import JobView, WorkerView
+from gateway.scheduler.snapshot import JobView, Why, WorkerView
 
 MIN_GAIN_S = 1.0
 """Seconds a move must save: a withdrawal and a second send cost a few round trips, and the
@@ -33,6 +33,17 @@ class TakeBack:
     """The idle worker it goes to."""
     gain_s: float
     """Expected seconds it finishes sooner there."""
+    done_s: float = 0.0
+    """Expected seconds until it finishes there."""
+    warm: bool = False
+    """Its models are resident there."""
+
+    @property
+    def why(self) -> Why:
+        """Why it went there, as a policy's choice says (`/history`'s `gateway` block): its
+        expected finish there, and on its holder, the runner-up."""
+        reason = "warm" if self.warm else "load"
+        return Why(reason, self.done_s, self.holder, self.done_s + self.gain_s)
 
 
 def finish_times(holder: WorkerView, queued: Sequence[JobView]) -> dict[str, float]:
@@ -89,14 +100,12 @@ def _options(
     holder: WorkerView, jobs: Sequence[JobView], idle: Sequence[WorkerView]
 ) -> list[TakeBack]:
     finish = finish_times(holder, jobs)
-    return [
-        TakeBack(
-            job.job_id,
-            holder.name,
-            worker.name,
-            finish[job.job_id] - cost.completion_s(job, worker),
-        )
-        for job in jobs
-        for worker in idle
-        if worker.name != holder.name and cost.can_run(job, worker)
-    ]
+    options = []
+    for job in jobs:
+        for worker in idle:
+            if worker.name != holder.name and cost.can_run(job, worker):
+                done_s = cost.completion_s(job, worker)
+                warm = cost.is_warm(job, worker.resident)
+                gain_s = finish[job.job_id] - done_s
+                options.append(TakeBack(job.job_id, holder.name, worker.name, gain_s, done_s, warm))
+    return options

@@ -108,3 +108,14 @@ def test_finish_times_count_what_runs_ahead_of_each_queued_job() -> None:
     finish = takeback.finish_times(busy, [SHORT, OTHER])
     # 30.2 s in all: the started job's rest, 0.1 s for SHORT (warm), 4.1 s for OTHER (a load).
     assert finish == pytest.approx({"short": 26.1, "other": 30.2})
+
+
+@pytest.mark.parametrize(("idle", "reason"), [(IDLE_WARM, "warm"), (IDLE_COLD, "load")])
+def test_a_job_taken_back_says_why_as_a_placement_does(idle: WorkerView, reason: str) -> None:
+    """`/history`'s `gateway` block says why every job went where it ran: a job taken back
+    names its expected finish on the idle worker, and its holder as the runner-up."""
+    (move,) = takeback.take_backs([holder(24.1, SHORT), idle], {"busy": [SHORT]})
+    why = move.why.as_dict()
+    assert why["reason"] == reason and why["runner_up"] == "busy"
+    assert why["expected_done_s"] == pytest.approx(takeback.finish_times(idle, [SHORT])["short"])
+    assert why["runner_up_done_s"] == pytest.approx(24.1)
