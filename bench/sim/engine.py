@@ -334,7 +334,7 @@ class Simulator:
         (`gateway.learning.learn.outstanding_s`), not the truth: a job that runs longer than
         believed is believed done sooner, here as live."""
         believed = self.believed(worker)
-        started = worker.warming or worker.running
+        started = worker.warming if worker.warming is not None else worker.running
         held = [(view, 0.0) for view in worker.queue]
         if started is not None:
             held.insert(0, (started, max(now - worker.began_s, 0.0)))

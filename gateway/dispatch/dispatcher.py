@@ -258,8 +258,10 @@ class Dispatcher:
         for job, elapsed in held:
             if elapsed is not None:
                 resident = cost.touch(resident, cost.models_of(job), link.cache_slots)
-        # Cold: idle, or warming up, or running the job that pays the card's first use.
-        cold = link.cold or any(h.first_use for h in link.held.values())
+        # Cold: it has run nothing yet. What pays the card's first use comes first in `spent`:
+        # its warm-up (a warm-up runs only on a cold worker; `hold` clears `cold`, so a job sent
+        # behind it would hide it), else the job sent while it was cold (`Held.first_use`).
+        cold = link.cold or link.warming is not None or any(h.first_use for h in link.held.values())
         left_s = learning.outstanding_s(view, spent, cold=cold)
         return replace(view, outstanding_s=left_s, resident=resident)
 

@@ -33,9 +33,9 @@ class TakeBack:
     """The idle worker it goes to."""
     gain_s: float
     """Expected seconds it finishes sooner there."""
-    done_s: float = 0.0
+    done_s: float
     """Expected seconds until it finishes there."""
-    warm: bool = False
+    warm: bool
     """Its models are resident there."""
 
     @property

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from bench.sim.engine import JobRecord, SimConfig, Simulator
+from bench.sim.engine import JobRecord, SimConfig, Simulator, WorkerState
 from bench.sim.scenario import (
     Scenario,
     build_policy,
@@ -238,18 +238,32 @@ def test_on_one_host_a_file_another_worker_read_loads_from_the_page_cache(one_ho
     assert loaded.load_s == pytest.approx(cards[1].load_s(model.family, tier))
 
 
+def estimated_s(sim: Simulator, worker: WorkerState, now_s: float) -> float:
+    """What the dispatcher would show for the worker: `outstanding_s` of what it holds (its
+    warm-up or running job with the seconds it ran, then its queue), from what is believed of
+    it and what it held before that job, the card's first use on the first while it is cold."""
+    started = worker.warming if worker.warming is not None else worker.running
+    assert started is not None
+    held = [(started, now_s - worker.began_s), *((view, 0.0) for view in worker.queue)]
+    before = worker.knowledge.resident if worker.knowledge is not None else ()
+    believed = replace(sim.believed(worker), resident=before, cache_slots=worker.card.cache_slots)
+    return outstanding_s(believed, held, cold=worker.cold)
+
+
 @pytest.mark.parametrize("learned", [True, False])
-def test_the_policy_sees_a_running_job_as_the_gateway_estimates_it_not_as_it_truly_runs(
-    learned: bool,
+@pytest.mark.parametrize("jobs_at_once", [2, 4])
+def test_the_policy_sees_a_busy_worker_as_the_gateway_estimates_it_not_as_it_truly_runs(
+    learned: bool, jobs_at_once: int
 ) -> None:
     """One code path with the dispatcher (`Dispatcher._view`): a busy worker's seconds left
-    are `learning.outstanding_s` of what it holds, from what is believed of it, its first use
+    are `learning.outstanding_s` of what it holds (its running job, then one prefetched when
+    the burst has more jobs than workers), from what is believed of it, its first use
     included while it is cold; live, a job that runs longer than believed is believed done
     sooner, so the simulator shows it so too, not its true end."""
     cards = cards_of("2*rtx4070ti", 2, 1.0)
     models = catalogue(2, 1.0)
     families = {m.name: m.family for m in models}
-    shapes = [JobShape(m.name, m.family, 30, 1024, 1024) for m in models]
+    shapes = [JobShape(m.name, m.family, 30, 1024, 1024) for m in models] * (jobs_at_once // 2)
     jobs = {f"j{i}": SimJob(f"j{i}", 0.0, shape) for i, shape in enumerate(shapes)}
     config = SimConfig(learned_speeds=learned, warm_cold=False)
     sim = Simulator(build_policy("affinity"), cards, families, {}, config, 2)
@@ -259,12 +273,29 @@ def test_the_policy_sees_a_running_job_as_the_gateway_estimates_it_not_as_it_tru
     sim.dispatch(0.0)
     busy = [w for w in sim.workers.values() if w.running is not None]
     assert busy, "a burst on an idle farm starts at once"
+    assert sum(len(w.queue) for w in busy) == jobs_at_once - 2, "the rest prefetched"
     for worker in busy:
-        assert worker.running is not None
         now_s = worker.began_s + 1.0
-        shown = sim.worker_view(worker, now_s)
-        believed = replace(sim.believed(worker), resident=(), cache_slots=worker.card.cache_slots)
-        expected_s = outstanding_s(believed, [(worker.running, 1.0)], cold=True)
-        assert shown.outstanding_s == pytest.approx(expected_s)
-        assert expected_s >= FIRST_USE_S
-        assert shown.outstanding_s != pytest.approx(worker.end_s - now_s, abs=0.01)
+        shown = sim.worker_view(worker, now_s).outstanding_s
+        assert worker.cold and shown == pytest.approx(estimated_s(sim, worker, now_s))
+        assert shown != pytest.approx(worker.end_s - now_s, abs=0.01), "not the truth"
+
+
+def test_the_policy_sees_a_warm_up_as_the_gateway_shows_it() -> None:
+    """A cold worker warming up is shown as the dispatcher shows it: the warm-up as a job
+    (`warming.warm_up_job`) that pays the card's first use, with the seconds it has run."""
+    cards = cards_of("2*rtx4070ti", 2, 1.0)
+    (model, _) = catalogue(2, 1.0)
+    families = {m.name: m.family for m in catalogue(2, 1.0)}
+    job = SimJob("j0", 0.0, JobShape(model.name, model.family, 30, 1024, 1024))
+    sim = Simulator(build_policy("affinity"), cards, families, {}, SimConfig(), 2)
+    sim.admit(job)
+    sim.handle(0.0, "arrive", "j0", {"j0": job})
+    sim.dispatch(0.0)
+    sim.dispatch(ASK_EVERY_S)  # arrivals have paused: the other worker warms up
+    (warming,) = [w for w in sim.workers.values() if w.warming is not None]
+    assert warming.warming is not None and warming.warming.checkpoint == model.name
+    now_s = warming.began_s + 0.5
+    shown = sim.worker_view(warming, now_s).outstanding_s
+    assert warming.cold and shown == pytest.approx(estimated_s(sim, warming, now_s))
+    assert shown > FIRST_USE_S

@@ -18,9 +18,10 @@ from gateway.farm.catalog import FarmCatalog
 from gateway.farm.node import Farm, FarmSettings
 from gateway.jobs.models import Placement
 from gateway.jobs.store import JobStore
+from gateway.learning import learn as learning
 from gateway.scheduler.cost import FIRST_USE_S
 from gateway.scheduler.policy import ASK_EVERY_S
-from gateway.scheduler.snapshot import Assignment, Snapshot
+from gateway.scheduler.snapshot import Assignment, JobView, Snapshot
 from tests.unit.gateway.conftest import FakeClock
 from tests.unit.gateway.jobs.test_store import new_job
 from workers.client import ComfyClient
@@ -140,7 +141,11 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
         assert w2.warming is not None
         (view,) = [v for v in dispatcher.lanes() if v.name == "w2"]
         assert (view.outstanding, view.free_slots, view.resident) == (1, 0, (CKPT,))
-        assert view.outstanding_s > FIRST_USE_S, "the warm-up pays the card's first use"
+        assert_pays_first_use(dispatcher, w2)
+        (waiting,) = await store.peek(1)  # a job sent behind the warm-up (capacity 2)
+        w2.hold(waiting.job_id, Held(1, None, record=waiting))
+        assert_pays_first_use(dispatcher, w2, waiting.job_view())
+        w2.release(waiting.job_id)
         await dispatcher.dispatch_once()
         assert len(warm.calls) == 1, "one warm-up at a time"
         warm.release.set()
@@ -156,6 +161,20 @@ async def test_a_cold_idle_worker_warms_up_busy_as_with_a_job_and_serves_whateve
         await dispatcher.stop()
         for link in links:
             await link.client.aclose()
+
+
+def assert_pays_first_use(dispatcher: Dispatcher, link: WorkerLink, *queued: JobView) -> None:
+    """The policy sees the warming worker's seconds left as the warm-up, the card's first use
+    included, then `queued`: as the simulator shows a warming worker."""
+    assert link.warming is not None
+    (view,) = [v for v in dispatcher.lanes() if v.name == link.name]
+    base = replace(
+        dispatcher.estimates.of(link), resident=link.resident, cache_slots=link.cache_slots
+    )
+    elapsed_s = dispatcher.clock() - link.warming_since_s
+    held = [(link.warming, elapsed_s), *((job, 0.0) for job in queued)]
+    warm_s = learning.outstanding_s(base, held)
+    assert view.outstanding_s == pytest.approx(warm_s + FIRST_USE_S, abs=0.1)
 
 
 async def test_a_cold_idle_worker_warms_up_only_once_arrivals_have_paused(
