@@ -269,10 +269,10 @@ def outstanding_s(
     """Expected seconds until the worker has finished `held` (each job with the seconds it
     has run so far, 0 if not started), in order, residency carried forward job by job. On a
     `cold` worker (it has run nothing yet) the first of them pays the card's first use
-    (`cost.FIRST_USE_S`). An idle cold worker is 0 s from a job, on purpose: priced with its
-    first use, it was passed over for every job that a warm worker could run at all, and the
-    reloads that cost recur where the first use is paid once (README, "Nor is an instance that
-    has run nothing since it started ... priced with its first use")."""
+    (`cost.FIRST_USE_S`); an idle cold worker is 0 s from a job."""
+    # Not priced idle on purpose: with its first use it was passed over for every job a warm
+    # worker could run, and the reloads that cost recur (README, "Nor is an instance that has
+    # run nothing since it started ... priced with its first use").
     resident = worker.resident
     total = 0.0
     first_use_s = cost.FIRST_USE_S if cold else 0.0

@@ -22,9 +22,8 @@ FIRST_USE_S = 3.0
 """Seconds a cold worker's first prompt pays for the card's first use (CUDA's first use, the
 kernels' warm-up) beyond its load and warm run: 2-5 s on real cards (`bench/results/real_gpu.md`:
 a first job 4.1 s without preload, 0.8-1.3 s with), 2.0-3.5 s in the emulated profiles. Paid
-once per worker process, so an error here misprices one job; left out, a cold worker's first
-job was believed seconds shorter than it ran, and a job bound behind it on that belief waited
-as much longer."""
+once per worker process, so an error here misprices one job
+(`gateway.learning.learn.outstanding_s`)."""
 
 
 def models_of(job: JobView) -> frozenset[str]:
