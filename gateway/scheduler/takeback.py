@@ -100,12 +100,16 @@ def _options(
     holder: WorkerView, jobs: Sequence[JobView], idle: Sequence[WorkerView]
 ) -> list[TakeBack]:
     finish = finish_times(holder, jobs)
-    options = []
-    for job in jobs:
-        for worker in idle:
-            if worker.name != holder.name and cost.can_run(job, worker):
-                done_s = cost.completion_s(job, worker)
-                warm = cost.is_warm(job, worker.resident)
-                gain_s = finish[job.job_id] - done_s
-                options.append(TakeBack(job.job_id, holder.name, worker.name, gain_s, done_s, warm))
-    return options
+    return [
+        _move(job, holder.name, worker, finish[job.job_id])
+        for job in jobs
+        for worker in idle
+        if worker.name != holder.name and cost.can_run(job, worker)
+    ]
+
+
+def _move(job: JobView, holder: str, worker: WorkerView, holder_done_s: float) -> TakeBack:
+    """`job` moved from `holder`, where it finishes in `holder_done_s`, to the idle `worker`."""
+    done_s = cost.completion_s(job, worker)
+    warm = cost.is_warm(job, worker.resident)
+    return TakeBack(job.job_id, holder, worker.name, holder_done_s - done_s, done_s, warm)
