@@ -48,6 +48,7 @@ from bench.sim.farm import parse_farm
 from bench.sim.metrics import SLO_FACTOR, SLO_SLACK_S, summarise
 from bench.sim.scenario import Scenario, build_policy, cards_of, initial_models, trace
 from bench.sim.trace import SimJob, catalogue
+from gateway.scheduler import settle
 from gateway.scheduler.policy import slots_per_worker
 from gateway.serve import serve_argv
 from workers.readiness import NotReady, Pacing, await_until
@@ -332,15 +333,21 @@ async def run_live(scenario: Scenario, policy: str, scale: float, budget_s: floa
     return measure(replay, scenario, scale)
 
 
-def sim_row(scenario: Scenario, policy: str, learned: bool) -> Measured:
+def sim_row(scenario: Scenario, policy: str, learned: bool, scale: float) -> Measured:
     """The simulator on the same jobs with the gateway's dispatch: late binders get 2 slots per
     worker (one running, one prefetched), early binders an unlimited queue, every worker on
-    one host (one page cache) as `serve` starts them; `learned`: the policies see speeds
-    learned online from the warm-up on, as the gateway's do."""
+    one host (one page cache) as `serve` starts them, arrivals settling as long (by the wall
+    clock, at time scale `scale`) as the dispatcher lets them; `learned`: the policies see
+    speeds learned online from the warm-up on, as the gateway's do."""
     cards = cards_of(scenario.farm, scenario.k, scenario.zipf_s)
     jobs = trace(scenario)
     families = {m.name: m.family for m in catalogue(scenario.k, scenario.zipf_s)}
-    config = SimConfig(learned_speeds=learned, one_host=True)  # `serve`'s emulators share one
+    config = SimConfig(
+        learned_speeds=learned,
+        one_host=True,  # `serve`'s emulators share one
+        settle_s=settle.SETTLE_S / scale,
+        settle_cap_s=settle.SETTLE_CAP_S / scale,
+    )
     chosen = build_policy(policy)
     slots = slots_per_worker(chosen, config.slots)
     sim = Simulator(chosen, cards, families, initial_models(scenario), config, slots)
@@ -437,7 +444,7 @@ async def run_case(case: Case, args: argparse.Namespace) -> str:
         live_runs, sim_runs = [], []
         for seed in seeds:
             scenario = case.scenario(args.jobs, seed, farm)
-            sim = sim_row(scenario, policy, learned=not args.known_speeds)
+            sim = sim_row(scenario, policy, not args.known_speeds, args.time_scale)
             span_s = sim.makespan_s if case.closed else trace(scenario)[-1].arrival_s
             budget_s = span_s * args.time_scale * 20 + 120
             if policy == bounded_policy or not np.isfinite(budget_s):

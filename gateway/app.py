@@ -199,7 +199,7 @@ async def _resources(
         if job.front or job.priority > 0 or job.number is not None:
             await the_farm.dispatcher.place_now()  # it may overtake a prompt sent ahead
         else:
-            the_farm.dispatcher.wake()
+            the_farm.dispatcher.arrived()
 
     async def admit() -> None:
         if the_farm.draining and not await the_farm.registry.other_node_serving():

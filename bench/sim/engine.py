@@ -28,6 +28,7 @@ from gateway.learning import speed as learned
 from gateway.learning.learn import Finished, Knowledge, outstanding_s, speed_views
 from gateway.learning.learn import learn as gateway_learn
 from gateway.learning.learn import warmed as gateway_warmed
+from gateway.scheduler import settle
 from gateway.scheduler.cost import models_of
 from gateway.scheduler.estimates import with_estimates
 from gateway.scheduler.policy import ASK_EVERY_S, EARLY_CAPACITY, Policy
@@ -64,6 +65,10 @@ class SimConfig:
     dispatcher asks it."""
     dispatch_s: float = 0.02
     """Gap before a job sent to an idle worker starts (HTTP + bookkeeping); prefetch hides it."""
+    settle_s: float = settle.SETTLE_S
+    settle_cap_s: float = settle.SETTLE_CAP_S
+    """The policy is asked once arrivals pause, as the dispatcher asks it
+    (`gateway.scheduler.settle`); 0: at every arrival."""
     abort_backlog: int = 2000
     """Stop (and call the run diverged) when this many jobs are unfinished."""
     demand_half_life_s: float = 60.0
@@ -181,6 +186,8 @@ class Simulator:
         """The latest job seen per checkpoint: what a cold worker may warm up on."""
         self.newest_arrival_s: float | None = None
         """When the latest job arrived: cold workers warm up once arrivals have paused."""
+        self.settling: settle.Settling | None = None
+        """The arrivals the policy has not been asked about yet (`gateway.scheduler.settle`)."""
         self.unfinished = 0
         self.tick_at: float | None = None
         self.calls = 0
@@ -245,6 +252,7 @@ class Simulator:
             self.unfinished += 1
             self.meter = demand.observe(self.meter, models_of(view), now)
             self.newest_arrival_s = now
+            self.settling = settle.arrived(self.settling, now)
             if view.checkpoint:
                 self.latest[view.checkpoint] = view
         elif kind == "finish":
@@ -256,11 +264,24 @@ class Simulator:
 
     # --- the policy -----------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
-        self.place_waiting(now)
+        if self.settled(now):
+            self.place_waiting(now)
         if self.slots < EARLY_CAPACITY:  # as the dispatcher: early binders move nothing
             self.take_back_for_idle(now)
         if self.config.warm_cold:
             self.warm_cold(now)
+
+    def settled(self, now: float) -> bool:
+        """Whether the arrivals have paused long enough to ask the policy (as the dispatcher
+        waits for them: `gateway.scheduler.settle`); if not, it is asked when they have."""
+        if self.settling is None:
+            return True
+        until_s = self.settling.until_s(self.config.settle_s, self.config.settle_cap_s)
+        if now < until_s:
+            self.tick(until_s)
+            return False
+        self.settling = None
+        return True
 
     def take_back_for_idle(self, now: float) -> None:
         """As the dispatcher does (`gateway.scheduler.takeback`): a worker that went idle

@@ -34,7 +34,7 @@ from gateway.learning import learn as learning
 from gateway.learning.demand import rates_at
 from gateway.metrics.recorded import Metrics
 from gateway.peers.lanes import farm_lanes
-from gateway.scheduler import cost, queue, takeback
+from gateway.scheduler import cost, queue, settle, takeback
 from gateway.scheduler.policy import (
     ASK_EVERY_S,
     Policy,
@@ -102,6 +102,11 @@ class Dispatcher:
         """Jobs one worker may hold: running + prefetched, or no limit for an early binder."""
         self.poll_s = poll_s
         self.clock = clock
+        self.settle_s = settle.SETTLE_S
+        self.settle_cap_s = settle.SETTLE_CAP_S
+        """How long arrivals settle before a round (`gateway.scheduler.settle`), wall seconds."""
+        self._settling: settle.Settling | None = None
+        """Jobs arrived (by `clock`) that no round has looked at yet (`arrived`)."""
         self.outcomes = Outcomes(store, hub, self.wake, metrics, twins=links.twins)
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
@@ -133,6 +138,21 @@ class Dispatcher:
     def wake(self) -> None:
         self._wake.set()
 
+    def arrived(self) -> None:
+        """A job was accepted: the next round runs once arrivals pause
+        (`gateway.scheduler.settle`), so a burst posted one prompt at a time is placed whole."""
+        self._settling = settle.arrived(self._settling, self.clock())
+        self._wake.set()
+
+    async def _settle(self) -> None:
+        """Until the arrivals no round has looked at have paused (at most the cap)."""
+        while self._settling is not None:
+            left_s = self._settling.until_s(self.settle_s, self.settle_cap_s) - self.clock()
+            if left_s <= 0:
+                break
+            await asyncio.sleep(left_s)
+        self._settling = None
+
     async def run(self) -> None:
         """Dispatch whenever woken (a new job, a freed slot), at least every `poll_s` while
         jobs wait and a worker has room (as the simulator ticks), else every `ASK_EVERY_S`."""
@@ -149,6 +169,7 @@ class Dispatcher:
                 if self.guard is not None and not await self.guard.ready():
                     await asyncio.sleep(self.poll_s)
                     continue
+                await self._settle()
                 await self.dispatch_once()
             except Exception as exc:
                 if self.guard is not None and isinstance(exc, REDIS_DOWN):

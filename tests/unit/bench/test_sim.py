@@ -20,6 +20,8 @@ from bench.sim.trace import SimJob, catalogue
 from gateway.learning.learn import outstanding_s
 from gateway.scheduler.cost import FIRST_USE_S
 from gateway.scheduler.policy import ASK_EVERY_S
+from gateway.scheduler.settle import SETTLE_CAP_S, SETTLE_S
+from gateway.scheduler.snapshot import Assignment, Snapshot
 from workers.emulator.card.costmodel import JobShape, LoadTier
 
 SHORT = Scenario(jobs=300, load=0.6, seed=1)
@@ -270,7 +272,7 @@ def test_the_policy_sees_a_busy_worker_as_the_gateway_estimates_it_not_as_it_tru
     for job_id, job in jobs.items():
         sim.admit(job)
         sim.handle(0.0, "arrive", job_id, jobs)
-    sim.dispatch(0.0)
+    sim.dispatch(SETTLE_S)  # once arrivals have settled
     busy = [w for w in sim.workers.values() if w.running is not None]
     assert busy, "a burst on an idle farm starts at once"
     assert sum(len(w.queue) for w in busy) == jobs_at_once - 2, "the rest prefetched"
@@ -291,7 +293,7 @@ def test_the_policy_sees_a_warm_up_as_the_gateway_shows_it() -> None:
     sim = Simulator(build_policy("affinity"), cards, families, {}, SimConfig(), 2)
     sim.admit(job)
     sim.handle(0.0, "arrive", "j0", {"j0": job})
-    sim.dispatch(0.0)
+    sim.dispatch(SETTLE_S)  # once arrivals have settled
     sim.dispatch(ASK_EVERY_S)  # arrivals have paused: the other worker warms up
     (warming,) = [w for w in sim.workers.values() if w.warming is not None]
     assert warming.warming is not None and warming.warming.checkpoint == model.name
@@ -299,3 +301,66 @@ def test_the_policy_sees_a_warm_up_as_the_gateway_shows_it() -> None:
     shown = sim.worker_view(warming, now_s).outstanding_s
     assert warming.cold and shown == pytest.approx(estimated_s(sim, warming, now_s))
     assert shown > FIRST_USE_S
+
+
+class Recorder:
+    """Affinity, recording when each job was first shown to it and how many jobs each ask
+    showed."""
+
+    def __init__(self) -> None:
+        self.policy = build_policy("affinity")
+        self.name = self.policy.name
+        self.first_seen_s: dict[str, float] = {}
+        self.shown: list[int] = []
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        for job in snapshot.jobs:
+            self.first_seen_s.setdefault(job.job_id, snapshot.now_s)
+        self.shown.append(len(snapshot.jobs))
+        return self.policy.assign(snapshot)
+
+
+def arrivals(gap_s: float, count: int) -> tuple[Simulator, Recorder, list[SimJob]]:
+    """`count` jobs `gap_s` apart on as many H200s as they need slots, the recorder asked."""
+    cards = cards_of(f"{count // 2}*h200", 2, 1.0)
+    models = catalogue(2, 1.0)
+    shapes = [JobShape(m.name, m.family, 20, 512, 512) for m in models]
+    jobs = [SimJob(f"j{i:03d}", i * gap_s, shapes[i % 2]) for i in range(count)]
+    recorder = Recorder()
+    families = {m.name: m.family for m in models}
+    sim = Simulator(recorder, cards, families, {}, SimConfig(warm_cold=False), 2)
+    return sim, recorder, jobs
+
+
+@pytest.mark.parametrize("gap_s", [0.0, 0.004, (SETTLE_CAP_S - SETTLE_S) / 3])
+def test_a_burst_posted_one_prompt_at_a_time_is_shown_to_the_policy_whole(gap_s: float) -> None:
+    """As the dispatcher settles (`gateway.scheduler.settle`): jobs that arrive less than
+    `SETTLE_S` apart, within the cap, are all in the first snapshot the policy sees, asked
+    `SETTLE_S` after the last of them."""
+    assert gap_s < SETTLE_S
+    sim, recorder, jobs = arrivals(gap_s, 4)
+    sim.run(jobs)
+    assert recorder.shown[0] == 4
+    assert list(recorder.first_seen_s.values()) == [pytest.approx(3 * gap_s + SETTLE_S)] * 4
+
+
+@pytest.mark.parametrize("gap_s", [0.002, 0.01, 0.05, 0.5])
+def test_no_job_is_shown_to_the_policy_later_than_the_settling_cap(gap_s: float) -> None:
+    """However fast jobs keep arriving, each is shown to the policy at most `SETTLE_CAP_S`
+    after it arrived; a lone job `SETTLE_S` after."""
+    sim, recorder, jobs = arrivals(gap_s, 40)
+    sim.run(jobs)
+    late_s = [recorder.first_seen_s[job.job_id] - job.arrival_s for job in jobs]
+    assert max(late_s) <= SETTLE_CAP_S + 1e-9
+    if gap_s > SETTLE_S:
+        assert late_s == [pytest.approx(SETTLE_S)] * len(jobs)
+    else:
+        assert 1 < recorder.shown[0] < len(jobs)  # rounds of several
+
+
+def test_with_no_settling_each_prompt_is_placed_alone() -> None:
+    """The control: asked at every arrival, the policy sees the first job of a burst alone."""
+    sim, recorder, jobs = arrivals(0.004, 4)
+    sim.config = replace(sim.config, settle_s=0.0)
+    sim.run(jobs)
+    assert recorder.shown[0] == 1

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 
 import pytest
 import redis.asyncio as aioredis
@@ -306,3 +307,78 @@ async def test_the_dispatcher_polls_fast_only_while_jobs_wait_beside_a_worker_wi
         assert rounds >= 8  # about 30 at 0.02 s; 3 at ASK_EVERY_S
     else:
         assert rounds <= 4  # every ASK_EVERY_S: nothing to look at again
+
+
+@dataclass
+class Shown:
+    """A policy that places nothing and records, for each ask, how many jobs it was shown
+    and when (by the wall clock)."""
+
+    name: str = "shown"
+    asks: list[tuple[float, int]] = field(default_factory=list)
+
+    def assign(self, snapshot: Snapshot) -> list[Assignment]:
+        self.asks.append((time.monotonic(), len(snapshot.jobs)))
+        return []
+
+
+async def post_jobs(store: JobStore, dispatcher: Dispatcher, count: int, gap_s: float) -> float:
+    """`count` jobs accepted `gap_s` apart, as `POST /prompt` accepts them; when the first
+    was."""
+    first_s = time.monotonic()
+    for i in range(count):
+        if i:
+            await asyncio.sleep(gap_s)
+        await store.enqueue(new_job())
+        dispatcher.arrived()
+    return first_s
+
+
+@pytest.mark.parametrize(("count", "gap_s"), [(4, 0.01), (1, 0.0)])
+async def test_a_burst_posted_one_prompt_at_a_time_is_shown_to_the_policy_whole(
+    store: JobStore, redis_client: aioredis.Redis, count: int, gap_s: float
+) -> None:
+    """`gateway.scheduler.settle`: the dispatcher asks the policy once arrivals pause, so the
+    first ask shows every job of the burst; a lone job is asked about `settle_s` after it."""
+    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
+    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    policy = Shown()
+    dispatcher = Dispatcher(store, Links([link]), policy, hub, poll_s=30)
+    dispatcher.settle_s, dispatcher.settle_cap_s = 0.2, 1.0
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(0)
+        first_s = await post_jobs(store, dispatcher, count, gap_s)
+        await asyncio.sleep(0.4)
+    finally:
+        task.cancel()
+        await asyncio.wait({task}, timeout=2)
+        await link.client.aclose()
+    asked_s, shown = policy.asks[0]
+    assert shown == count
+    assert asked_s - first_s >= 0.2 + (count - 1) * gap_s
+
+
+async def test_a_stream_of_prompts_is_shown_to_the_policy_within_the_settling_cap(
+    store: JobStore, redis_client: aioredis.Redis
+) -> None:
+    """However fast prompts keep arriving, the policy is asked `settle_cap_s` after the first
+    of them, not once they stop."""
+    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
+    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    policy = Shown()
+    dispatcher = Dispatcher(store, Links([link]), policy, hub, poll_s=30)
+    dispatcher.settle_s, dispatcher.settle_cap_s = 0.2, 0.3
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(0)
+        first_s = await post_jobs(store, dispatcher, 24, 0.05)  # 1.15 s of arrivals
+    finally:
+        task.cancel()
+        await asyncio.wait({task}, timeout=2)
+        await link.client.aclose()
+    asked_s, shown = policy.asks[0]
+    assert asked_s - first_s >= 0.3
+    assert shown < 24, "the first ask waited for the stream to end"
