@@ -36,6 +36,11 @@ tests/unit/gateway/scheduler/test_invariants.py):
 6. While a backlog lasts (`Tuning.plan_s`), each worker chooses first among the families its
    card is relatively best at (`plan`): the split that finishes the backlog soonest in the
    fluid limit stays open to every worker's choices, and like cards are never restricted.
+7. Once arrivals have stopped, a call that places every waiting job, one per worker, trades
+   them pairwise so the longest go to the workers that free first (`tail`): the latest
+   expected finish is never later, and the summed finishes never larger, than the rules'
+   placement (the one exception to 4: the shorter job of a trade may go to a worker that
+   finishes it later than another).
 
 The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
 workers x groups, whatever the number of waiting jobs.
@@ -59,6 +64,7 @@ from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, m
 from gateway.scheduler.affinity.plan import Plan, first_choices, plan_of, settled
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
+from gateway.scheduler.affinity.tail import rematch
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm
 from gateway.scheduler.policy import Policy, register
@@ -150,9 +156,20 @@ def steps(
     if prune:
         search = Search(farm, need, queues, tuning, plan)
         yield None
-        yield from search.run()
+        made = search.run()
     else:
-        yield from _every_option(farm, need, queues, tuning, plan)
+        made = _every_option(farm, need, queues, tuning, plan)
+    waiting = sum(queue.count for queue in queues)
+    if not need.settled or waiting > len(lanes):
+        yield from made
+        return
+    # The last jobs of a batch (a few: one per worker at most), traded so the longest go to
+    # the workers that free first (`tail`), once the rules have placed every one of them.
+    placed = [step for step in made if step is not None]
+    if len(placed) < waiting:
+        yield from placed
+        return
+    yield from rematch(placed, {job.job_id: job for job in snapshot.jobs}, lanes, farm.now_s)
 
 
 def _every_option(
