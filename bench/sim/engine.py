@@ -66,9 +66,10 @@ class SimConfig:
     dispatch_s: float = 0.02
     """Gap before a job sent to an idle worker starts (HTTP + bookkeeping); prefetch hides it."""
     settle_s: float = settle.SETTLE_S
+    """The dispatcher's round waits until no job has arrived for this long
+    (`gateway.scheduler.settle`); 0: a round at every arrival."""
     settle_cap_s: float = settle.SETTLE_CAP_S
-    """The policy is asked once arrivals pause, as the dispatcher asks it
-    (`gateway.scheduler.settle`); 0: at every arrival."""
+    """... and at most this long after the first job it waits for."""
     abort_backlog: int = 2000
     """Stop (and call the run diverged) when this many jobs are unfinished."""
     demand_half_life_s: float = 60.0
@@ -264,16 +265,17 @@ class Simulator:
 
     # --- the policy -----------------------------------------------------------------------
     def dispatch(self, now: float) -> None:
-        if self.settled(now):
-            self.place_waiting(now)
+        if not self.settled(now):  # the dispatcher's whole round waits, take-backs included
+            return
+        self.place_waiting(now)
         if self.slots < EARLY_CAPACITY:  # as the dispatcher: early binders move nothing
             self.take_back_for_idle(now)
         if self.config.warm_cold:
             self.warm_cold(now)
 
     def settled(self, now: float) -> bool:
-        """Whether the arrivals have paused long enough to ask the policy (as the dispatcher
-        waits for them: `gateway.scheduler.settle`); if not, it is asked when they have."""
+        """Whether the arrivals have paused long enough for a round (as the dispatcher waits
+        for them: `gateway.scheduler.settle`); if not, the round runs when they have."""
         if self.settling is None:
             return True
         until_s = self.settling.until_s(self.config.settle_s, self.config.settle_cap_s)

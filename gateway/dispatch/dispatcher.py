@@ -106,7 +106,7 @@ class Dispatcher:
         self.settle_cap_s = settle.SETTLE_CAP_S
         """How long arrivals settle before a round (`gateway.scheduler.settle`), wall seconds."""
         self._settling: settle.Settling | None = None
-        """Jobs arrived (by `clock`) that no round has looked at yet (`arrived`)."""
+        """Jobs arrived (by the wall clock) that no round has looked at yet (`arrived`)."""
         self.outcomes = Outcomes(store, hub, self.wake, metrics, twins=links.twins)
         self._wake = asyncio.Event()
         self._sends: set[asyncio.Task[None]] = set()
@@ -141,13 +141,14 @@ class Dispatcher:
     def arrived(self) -> None:
         """A job was accepted: the next round runs once arrivals pause
         (`gateway.scheduler.settle`), so a burst posted one prompt at a time is placed whole."""
-        self._settling = settle.arrived(self._settling, self.clock())
+        self._settling = settle.arrived(self._settling, time.monotonic())
         self._wake.set()
 
     async def _settle(self) -> None:
-        """Until the arrivals no round has looked at have paused (at most the cap)."""
+        """Until the arrivals no round has looked at have paused (at most the cap), by the
+        wall clock, whatever clock the dispatcher keeps."""
         while self._settling is not None:
-            left_s = self._settling.until_s(self.settle_s, self.settle_cap_s) - self.clock()
+            left_s = self._settling.until_s(self.settle_s, self.settle_cap_s) - time.monotonic()
             if left_s <= 0:
                 break
             await asyncio.sleep(left_s)
@@ -155,7 +156,8 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Dispatch whenever woken (a new job, a freed slot), at least every `poll_s` while
-        jobs wait and a worker has room (as the simulator ticks), else every `ASK_EVERY_S`."""
+        jobs wait and a worker has room (as the simulator ticks), else every `ASK_EVERY_S`;
+        a round after new jobs waits for their arrivals to settle (`_settle`)."""
         while True:
             tasks.check_cancelled()
             with contextlib.suppress(TimeoutError):

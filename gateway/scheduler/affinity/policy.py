@@ -36,11 +36,11 @@ tests/unit/gateway/scheduler/test_invariants.py):
 6. While a backlog lasts (`Tuning.plan_s`), each worker chooses first among the families its
    card is relatively best at (`plan`): the split that finishes the backlog soonest in the
    fluid limit stays open to every worker's choices, and like cards are never restricted.
-7. Once arrivals have stopped, a call that places every waiting job, one per worker, trades
-   them pairwise so the longest go to the workers that free first (`tail`): the latest
+7. Once arrivals have stopped, a call that places every waiting job (at most
+   `tail.TAIL_JOBS`), one per worker, trades them pairwise so the longest go to the workers that free first (`tail`): the latest
    expected finish is never later, and the summed finishes never larger, than the rules'
    placement (the one exception to 4: the shorter job of a trade may go to a worker that
-   finishes it later than another).
+   finishes it later than another; tests in test_tail.py).
 
 The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
 workers x groups, whatever the number of waiting jobs.
@@ -64,7 +64,7 @@ from gateway.scheduler.affinity.lanes import Lane, advance, cost_on, lanes_of, m
 from gateway.scheduler.affinity.plan import Plan, first_choices, plan_of, settled
 from gateway.scheduler.affinity.search import Search
 from gateway.scheduler.affinity.state import Farm, Queue
-from gateway.scheduler.affinity.tail import rematch
+from gateway.scheduler.affinity.tail import TAIL_JOBS, rematch
 from gateway.scheduler.affinity.tuning import Tuning
 from gateway.scheduler.cost import can_run, is_warm
 from gateway.scheduler.policy import Policy, register
@@ -153,23 +153,28 @@ def steps(
     )
     plan = plan_of(farm, queues, tuning, need.settled)
     yield None
+    waiting = sum(queue.count for queue in queues)  # before the rules take any
+    shown = {job.job_id: job for queue in queues for job in queue.head}
     if prune:
         search = Search(farm, need, queues, tuning, plan)
         yield None
-        made = search.run()
+        made: Iterator[Assignment | None] = search.run()
     else:
         made = _every_option(farm, need, queues, tuning, plan)
-    waiting = sum(queue.count for queue in queues)
-    if not need.settled or waiting > len(lanes):
+    if not need.settled or waiting > min(len(lanes), TAIL_JOBS):
         yield from made
         return
-    # The last jobs of a batch (a few: one per worker at most), traded so the longest go to
-    # the workers that free first (`tail`), once the rules have placed every one of them.
-    placed = [step for step in made if step is not None]
+    # A batch's last jobs, one worker each at most: traded so the longest go to the workers
+    # that free first (`tail`), once the rules have placed every one of them.
+    placed = []
+    for step in made:
+        if step is not None:
+            placed.append(step)
+        yield None
     if len(placed) < waiting:
         yield from placed
         return
-    yield from rematch(placed, {job.job_id: job for job in snapshot.jobs}, lanes, farm.now_s)
+    yield from rematch(placed, shown, lanes, farm.now_s)
 
 
 def _every_option(

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from gateway.scheduler.affinity import AffinityPolicy
+from gateway.scheduler.affinity import policy as policy_module
 from gateway.scheduler.affinity.lanes import cost_on, lanes_of
-from gateway.scheduler.affinity.tail import rematch
+from gateway.scheduler.affinity.tail import TAIL_JOBS, rematch
 from gateway.scheduler.cost import can_run
 from gateway.scheduler.snapshot import Assignment, JobView, Snapshot, WorkerView
 from tests.unit.gateway.scheduler.factories import job, snap, worker
@@ -133,8 +134,60 @@ def test_jobs_of_different_priorities_are_not_traded() -> None:
 
 def test_a_worker_given_two_jobs_keeps_them() -> None:
     """Only workers given one job each trade: a worker's second job finishes after its first,
-    which the pairwise finishes do not see."""
+    which the pairwise finishes do not see. Here A's first job and B's job would trade, judged
+    as a pair (as in the first test)."""
     snapshot = short_and_long(now_s=10.0, newest_s=0.0)
     jobs = {j.job_id: j for j in snapshot.jobs}
-    made = [Assignment("short", "A"), Assignment("long", "A")]
+    jobs["tiny"] = job("tiny", "a", 0.0, "sd15", 5.0)
+    made = [Assignment("short", "A"), Assignment("tiny", "A"), Assignment("long", "B")]
     assert rematch(made, jobs, lanes_of(snapshot), snapshot.now_s) == made
+    alone = [Assignment("short", "A"), Assignment("long", "B")]
+    assert rematch(alone, jobs, lanes_of(snapshot), snapshot.now_s) != alone
+
+
+def idle(name: str, slots: int = 1) -> WorkerView:
+    return worker(name, free=slots)
+
+
+@pytest.mark.parametrize(
+    ("case", "jobs", "workers", "now_s", "traded"),
+    [
+        ("the batch's last two", 2, [idle("A", 2), busy(worker("B"), 3.0)], 10.0, True),
+        ("jobs still arriving", 2, [idle("A"), idle("B")], 0.15, False),
+        ("more jobs than workers", 3, [idle("A", 2), busy(worker("B", free=2), 3.0)], 10.0, False),
+        (
+            "a job left waiting",
+            3,
+            [idle("A"), busy(worker("B"), 3.0), worker("C", free=0)],
+            10.0,
+            False,
+        ),
+        (
+            "more than TAIL_JOBS",
+            TAIL_JOBS + 1,
+            [idle(f"w{i}") for i in range(TAIL_JOBS + 4)],
+            10.0,
+            False,
+        ),
+    ],
+)
+def test_only_a_settled_call_that_places_every_job_one_per_worker_is_traded(
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    jobs: int,
+    workers: list[WorkerView],
+    now_s: float,
+    traded: bool,
+) -> None:
+    """Jobs 0.1 s apart from 0 (settled at 10 s, not at 0.15 s), each of a model of its own that
+    no worker holds: `rematch` is asked only for the calls guarantee 7 is about."""
+    asked: list[int] = []
+
+    def recording(made: list[Assignment], *args: object) -> list[Assignment]:
+        asked.append(len(made))
+        return list(made)
+
+    monkeypatch.setattr(policy_module, "rematch", recording)
+    views = [job(f"j{i}", f"m{i}", i * 0.1, "sd15", 10.0 + 10 * i) for i in range(jobs)]
+    AffinityPolicy().assign(snap(now_s, views, workers))
+    assert bool(asked) is traded, case
