@@ -322,16 +322,38 @@ class Shown:
         return []
 
 
-async def post_jobs(store: JobStore, dispatcher: Dispatcher, count: int, gap_s: float) -> float:
-    """`count` jobs accepted `gap_s` apart, as `POST /prompt` accepts them; when the first
-    was."""
-    first_s = time.monotonic()
-    for i in range(count):
-        if i:
-            await asyncio.sleep(gap_s)
-        await store.enqueue(new_job())
-        dispatcher.arrived()
-    return first_s
+async def posted_while_running(
+    store: JobStore,
+    redis_client: aioredis.Redis,
+    settle: tuple[float, float],
+    jobs: tuple[int, float],
+    after_s: float = 0.0,
+) -> tuple[float, list[tuple[float, int]]]:
+    """A running dispatcher settling for `settle` (pause, cap) seconds, one free worker and a
+    policy that places nothing; `jobs` (count, gap) accepted as `POST /prompt` accepts them,
+    then `after_s` more. When the first was accepted, and the policy's asks."""
+    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
+    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
+    hub = Hub(redis_client, "t:events", store.queue_remaining)
+    policy = Shown()
+    dispatcher = Dispatcher(store, Links([link]), policy, hub, poll_s=30)
+    dispatcher.settle_s, dispatcher.settle_cap_s = settle
+    task = asyncio.create_task(dispatcher.run())
+    try:
+        await asyncio.sleep(0)
+        first_s = time.monotonic()
+        count, gap_s = jobs
+        for i in range(count):
+            if i:
+                await asyncio.sleep(gap_s)
+            await store.enqueue(new_job())
+            dispatcher.arrived()
+        await asyncio.sleep(after_s)
+    finally:
+        task.cancel()
+        await asyncio.wait({task}, timeout=2)
+        await link.client.aclose()
+    return first_s, policy.asks
 
 
 @pytest.mark.parametrize(("count", "gap_s"), [(4, 0.01), (1, 0.0)])
@@ -340,22 +362,10 @@ async def test_a_burst_posted_one_prompt_at_a_time_is_shown_to_the_policy_whole(
 ) -> None:
     """`gateway.scheduler.settle`: the dispatcher asks the policy once arrivals pause, so the
     first ask shows every job of the burst; a lone job is asked about `settle_s` after it."""
-    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
-    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
-    hub = Hub(redis_client, "t:events", store.queue_remaining)
-    policy = Shown()
-    dispatcher = Dispatcher(store, Links([link]), policy, hub, poll_s=30)
-    dispatcher.settle_s, dispatcher.settle_cap_s = 0.2, 1.0
-    task = asyncio.create_task(dispatcher.run())
-    try:
-        await asyncio.sleep(0)
-        first_s = await post_jobs(store, dispatcher, count, gap_s)
-        await asyncio.sleep(0.4)
-    finally:
-        task.cancel()
-        await asyncio.wait({task}, timeout=2)
-        await link.client.aclose()
-    asked_s, shown = policy.asks[0]
+    first_s, asks = await posted_while_running(
+        store, redis_client, (0.2, 1.0), (count, gap_s), after_s=0.4
+    )
+    asked_s, shown = asks[0]
     assert shown == count
     assert asked_s - first_s >= 0.2 + (count - 1) * gap_s
 
@@ -364,21 +374,8 @@ async def test_a_stream_of_prompts_is_shown_to_the_policy_within_the_settling_ca
     store: JobStore, redis_client: aioredis.Redis
 ) -> None:
     """However fast prompts keep arriving, the policy is asked `settle_cap_s` after the first
-    of them, not once they stop."""
-    handle = WorkerHandle(WorkerSpec("w1"), "http://127.0.0.1:9", ready=True)
-    link = WorkerLink(handle, ComfyClient(handle.url), sid="s", state=WorkerState.READY)
-    hub = Hub(redis_client, "t:events", store.queue_remaining)
-    policy = Shown()
-    dispatcher = Dispatcher(store, Links([link]), policy, hub, poll_s=30)
-    dispatcher.settle_s, dispatcher.settle_cap_s = 0.2, 0.3
-    task = asyncio.create_task(dispatcher.run())
-    try:
-        await asyncio.sleep(0)
-        first_s = await post_jobs(store, dispatcher, 24, 0.05)  # 1.15 s of arrivals
-    finally:
-        task.cancel()
-        await asyncio.wait({task}, timeout=2)
-        await link.client.aclose()
-    asked_s, shown = policy.asks[0]
+    of them, not once they stop (24 prompts 0.05 s apart: 1.15 s of arrivals)."""
+    first_s, asks = await posted_while_running(store, redis_client, (0.2, 0.3), (24, 0.05))
+    asked_s, shown = asks[0]
     assert asked_s - first_s >= 0.3
     assert shown < 24, "the first ask waited for the stream to end"
