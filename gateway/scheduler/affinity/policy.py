@@ -37,10 +37,10 @@ tests/unit/gateway/scheduler/test_invariants.py):
    card is relatively best at (`plan`): the split that finishes the backlog soonest in the
    fluid limit stays open to every worker's choices, and like cards are never restricted.
 7. Once arrivals have stopped, a call that places every waiting job (at most
-   `tail.TAIL_JOBS`), one per worker, trades them pairwise so the longest go to the workers that free first (`tail`): the latest
-   expected finish is never later, and the summed finishes never larger, than the rules'
-   placement (the one exception to 4: the shorter job of a trade may go to a worker that
-   finishes it later than another; tests in test_tail.py).
+   `tail.TAIL_JOBS`), one per worker, trades them pairwise so the longest go to the workers
+   that free first (`tail`): the latest expected finish is never later, and the summed
+   finishes never larger, than the rules' placement (the one exception to 4: the shorter job
+   of a trade may go to a worker that finishes it later than another; tests in test_tail.py).
 
 The policy sees the queue as groups (`gateway.scheduler.queue`), so a decision costs
 workers x groups, whatever the number of waiting jobs.
