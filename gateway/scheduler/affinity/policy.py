@@ -154,14 +154,16 @@ def steps(
     plan = plan_of(farm, queues, tuning, need.settled)
     yield None
     waiting = sum(queue.count for queue in queues)  # before the rules take any
-    shown = {job.job_id: job for queue in queues for job in queue.head}
+    tail = need.settled and waiting <= min(len(lanes), TAIL_JOBS)
+    # The jobs a tail may trade, as the call began (a job taken out of turn leaves the head).
+    shown = {job.job_id: job for queue in queues for job in queue.head} if tail else {}
     if prune:
         search = Search(farm, need, queues, tuning, plan)
         yield None
         made: Iterator[Assignment | None] = search.run()
     else:
         made = _every_option(farm, need, queues, tuning, plan)
-    if not need.settled or waiting > min(len(lanes), TAIL_JOBS):
+    if not tail:
         yield from made
         return
     # A batch's last jobs, one worker each at most: traded so the longest go to the workers
