@@ -120,39 +120,46 @@ async def test_prompt_id_and_idempotency_key(
 async def test_many_clients_many_workers_each_job_exactly_once(
     redis_url: str, tmp_path: Path, emulators: list[WorkerHandle], farm_layout: FarmLayout
 ) -> None:
-    settings = gateway_settings(redis_url, tmp_path)
+    # The default policy: `sticky` binds each checkpoint to the worker whose last job used it,
+    # so three checkpoints arriving together would leave the fourth worker idle by design.
+    settings = gateway_settings(redis_url, tmp_path, policy="affinity")
     async with running_gateway(settings, as_external(emulators), farm_layout.input_dir) as url:
         clients = [ComfyStyleClient(url) for _ in range(8)]
         await asyncio.gather(*(c.open() for c in clients))
+        try:
+            await _each_job_exactly_once(clients, emulators)
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
 
-        async def submit(client: ComfyStyleClient, index: int) -> list[str]:
-            return [
-                await client.queue_prompt(
-                    txt2img(CHECKPOINTS[(index + j) % 3], f"c{index}", seed=j)
-                )
-                for j in range(25)
-            ]
 
-        ids = await asyncio.gather(*(submit(c, i) for i, c in enumerate(clients)))
-        entries = await asyncio.gather(
-            *(c.wait(p, timeout_s=90) for c, mine in zip(clients, ids, strict=True) for p in mine)
-        )
-        assert len({p for mine in ids for p in mine}) == 200
-        assert all(e["status"]["status_str"] == "success" for e in entries)
-        jobs = await asyncio.gather(*(clients[0].job(p) for mine in ids for p in mine))
-        assert {job["attempt"] for job in jobs} == {1}
-        assert len({job["worker"] for job in jobs}) == 4
-        for client, mine in zip(clients, ids, strict=True):
-            assert client.prompt_ids_seen() == set(mine)
-            for prompt_id in mine:
-                kinds = client.events_of(prompt_id)
-                assert kinds.count("execution_start") == 1
-                assert kinds.count("execution_success") == 1
-                assert kinds[-1] == "executing"
-        history = (await clients[0].http.get("/history")).json()
-        assert len(history) == 200
-        await asyncio.gather(*(c.close() for c in clients))
-        await _assert_ran_once(emulators, [p for mine in ids for p in mine])
+async def _each_job_exactly_once(
+    clients: list[ComfyStyleClient], emulators: list[WorkerHandle]
+) -> None:
+    async def submit(client: ComfyStyleClient, index: int) -> list[str]:
+        return [
+            await client.queue_prompt(txt2img(CHECKPOINTS[(index + j) % 3], f"c{index}", seed=j))
+            for j in range(25)
+        ]
+
+    ids = await asyncio.gather(*(submit(c, i) for i, c in enumerate(clients)))
+    entries = await asyncio.gather(
+        *(c.wait(p, timeout_s=90) for c, mine in zip(clients, ids, strict=True) for p in mine)
+    )
+    assert len({p for mine in ids for p in mine}) == 200
+    assert all(e["status"]["status_str"] == "success" for e in entries)
+    jobs = await asyncio.gather(*(clients[0].job(p) for mine in ids for p in mine))
+    assert {job["attempt"] for job in jobs} == {1}
+    assert len({job["worker"] for job in jobs}) == 4
+    for client, mine in zip(clients, ids, strict=True):
+        assert client.prompt_ids_seen() == set(mine)
+        for prompt_id in mine:
+            kinds = client.events_of(prompt_id)
+            assert kinds.count("execution_start") == 1
+            assert kinds.count("execution_success") == 1
+            assert kinds[-1] == "executing"
+    history = (await clients[0].http.get("/history")).json()
+    assert len(history) == 200
+    await _assert_ran_once(emulators, [p for mine in ids for p in mine])
 
 
 async def _assert_ran_once(handles: list[WorkerHandle], prompt_ids: list[str]) -> None:
