@@ -9,6 +9,11 @@ default grid (one seed) it leaves the count of cells missing a goal as it was (4
 `plan_s` came next, from the batch cells on mixed farms (2 seeds: 33 of 84 cells miss a goal
 with it at 30 s or at 5 s, 35 without), and `quiet_gaps` last (6 seeds: 38 of 104 cells miss a
 goal, 40 without; 92 of 100 random scenarios of `bench.sweep` within 0.97x, 88 without).
+
+Three more numbers shape placement and live beside their mechanisms, each with its reason:
+`gateway.scheduler.settle.SETTLE_S` and `SETTLE_CAP_S` (how long the dispatcher lets a burst's
+prompts arrive before it asks any policy) and `tail.TAIL_JOBS` (how many jobs a batch's tail
+may trade among: a bound on the work of one step, not a trade-off of placements).
 """
 
 from __future__ import annotations
