@@ -11,9 +11,13 @@ use), the others with worker i holding the i-th most popular checkpoint. Each ru
 policy on `--seeds`
 seeds; a scenario's score is ours / the best baseline on its worst measure (mean and p95
 latency, goodput, and makespan for batches and bursts; lower-is-better inverted), so 1.0 is a
-tie and below 0.97 a loss worth a look.
+tie and below 0.97 a loss worth a look. Three seeds cannot tell a loss of a few percent from
+the noise of the draws (two scenarios below 0.92 at 3 seeds were ties or wins at 12-16), so a
+scenario below 0.97 is run again on `--confirm-seeds` seeds, and the report keeps both scores:
+a loss is one that stays below at the larger count.
 
-    python -m bench.sweep [--scenarios 100] [--seeds 3] [--seed 1] [--out FILE]
+    python -m bench.sweep [--scenarios 100] [--seeds 3] [--confirm-seeds 16] [--seed 1]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -141,28 +145,54 @@ def label(scenario: Scenario) -> str:
     return f"{shape} on {s.farm}{fresh}, K={s.k}, s={s.zipf_s}"
 
 
-def report(scored: Sequence[Scored], command: str, wall_s: float, seeds: int) -> str:
+def run_all(bases: Sequence[Scenario], seeds: int, processes: int) -> list[Scored]:
+    """Every policy on every base scenario at seeds 0 to `seeds` - 1, scored on the means."""
+    runs = [(s, p) for base in bases for s in at_seeds(base, seeds) for p in POLICIES]
+    with Pool(processes) as pool:
+        rows = pool.map(measure, runs, chunksize=1)
+    return [score(base, means) for base, means in mean_by_scenario(rows).items()]
+
+
+def report(
+    scored: Sequence[Scored],
+    command: str,
+    wall_s: float,
+    seeds: int,
+    confirmed: Mapping[Scenario, Scored],
+    confirm_seeds: int,
+) -> str:
     ranked = sorted(scored, key=lambda x: x.score)
     below = [x for x in ranked if x.score < FLOOR]
+    lost = [x for x in below if x.scenario in confirmed and confirmed[x.scenario].score < FLOOR]
     lines = [
         "# Sweep: ours on random farms and traces",
         "",
         f"Made by `{command}` on {describe()}.",
         "",
-        f"{len(scored)} random scenarios x {len(POLICIES)} policies x {seeds} seeds in "
-        f"{wall_s:.0f} s. Score: ours / the best baseline on the scenario's worst measure "
+        f"{len(scored)} random scenarios x {len(POLICIES)} policies x {seeds} seeds, and "
+        f"{len(confirmed)} of them again on {confirm_seeds}, in {wall_s:.0f} s. "
+        "Score: ours / the best baseline on the scenario's worst measure "
         "(mean and p95 latency, goodput, makespan where jobs arrive together); `bench/sweep.py` "
         "says how scenarios are drawn.",
         "",
         f"Within {FLOOR}x of the best baseline on every measure: "
-        f"{len(scored) - len(below)} of {len(scored)}.",
+        f"{len(scored) - len(below)} of {len(scored)} at {seeds} seeds. "
+        + (
+            f"Run again on {confirm_seeds} seeds, {len(lost)} of the {len(below)} below stay "
+            f"below: {len(scored) - len(lost)} of {len(scored)} within {FLOOR}x."
+            if confirmed
+            else ""
+        ),
         "",
-        "| score | scenario | worst measure | loads / 100: ours, fewest of a baseline |",
-        "|---|---|---|---|",
+        f"| score | at {confirm_seeds} seeds | scenario | worst measure | "
+        "loads / 100: ours, fewest of a baseline |",
+        "|---|---|---|---|---|",
     ]
     for x in ranked:
+        again = confirmed.get(x.scenario)
+        more = f"{again.score:.3f} ({again.worst})" if again else ""
         lines.append(
-            f"| {x.score:.3f} | {label(x.scenario)} | {x.worst} | "
+            f"| {x.score:.3f} | {more} | {label(x.scenario)} | {x.worst} | "
             f"{x.loads:.1f}, {x.fewest_loads:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -172,6 +202,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.sweep", description=__doc__)
     parser.add_argument("--scenarios", type=int, default=100)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--confirm-seeds",
+        type=int,
+        default=16,
+        help="a scenario below the floor is run again on this many seeds (0: never)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="draws the scenarios")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -182,14 +218,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     rng, fresh = random.Random(args.seed), fresh_draws(args.seed)
     bases = [replace(draw(rng), fresh=fresh.random() < FRESH_SHARE) for _ in range(args.scenarios)]
-    runs = [(s, p) for base in bases for s in at_seeds(base, args.seeds) for p in POLICIES]
     began = time.perf_counter()
-    with Pool(args.processes) as pool:
-        rows = pool.map(measure, runs, chunksize=1)
+    scored = run_all(bases, args.seeds, args.processes)
+    below = [x.scenario for x in scored if x.score < FLOOR]
+    confirmed: dict[Scenario, Scored] = {}
+    if below and args.confirm_seeds > args.seeds:
+        confirmed = {x.scenario: x for x in run_all(below, args.confirm_seeds, args.processes)}
     wall_s = time.perf_counter() - began
-    scored = [score(base, means) for base, means in mean_by_scenario(rows).items()]
     command = " ".join(["python -m bench.sweep", *(argv if argv is not None else sys.argv[1:])])
-    text = report(scored, command, wall_s, args.seeds)
+    text = report(scored, command, wall_s, args.seeds, confirmed, args.confirm_seeds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

@@ -6,7 +6,7 @@ import random
 
 from bench.sim.farm import parse_farm
 from bench.sim.scenario import Scenario
-from bench.sweep import draw, measure, score
+from bench.sweep import Scored, draw, measure, report, score
 
 
 def test_drawn_scenarios_are_reproducible_and_valid() -> None:
@@ -45,3 +45,21 @@ def test_the_makespan_counts_only_where_jobs_arrive_together() -> None:
     slow_makespan = means({"makespan_s": 20.0}, {})
     assert score(Scenario(arrival="poisson"), slow_makespan).score == 1.0
     assert score(Scenario(arrival="batch"), slow_makespan).score == 0.5
+
+
+def test_a_scenario_below_the_floor_is_a_loss_only_if_it_stays_below_on_more_seeds() -> None:
+    noisy, lost, fine = (Scenario(arrival="poisson", k=k) for k in (1, 2, 3))
+    scored = [
+        Scored(noisy, 0.90, "p95_s", 0.0, 0.0),
+        Scored(lost, 0.93, "mean_s", 0.0, 0.0),
+        Scored(fine, 1.01, "mean_s", 0.0, 0.0),
+    ]
+    confirmed = {
+        noisy: Scored(noisy, 1.02, "p95_s 1.0 against x 1.0", 0.0, 0.0),
+        lost: Scored(lost, 0.95, "mean_s 2.0 against y 1.9", 0.0, 0.0),
+    }
+    text = report(scored, "python -m bench.sweep", 1.0, 3, confirmed, 16)
+    assert "1 of 3 at 3 seeds" in text
+    assert "1 of the 2 below stay below: 2 of 3 within" in text
+    assert "| 0.900 | 1.020 (p95_s 1.0 against x 1.0) |" in text
+    assert "| 1.010 |  |" in text
