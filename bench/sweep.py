@@ -178,8 +178,8 @@ def report(
         f"Within {FLOOR}x of the best baseline on every measure: "
         f"{len(scored) - len(below)} of {len(scored)} at {seeds} seeds. "
         + (
-            f"Run again on {confirm_seeds} seeds, {len(lost)} of the {len(below)} below stay "
-            f"below: {len(scored) - len(lost)} of {len(scored)} within {FLOOR}x."
+            f"Run again on {confirm_seeds} seeds, still below: {len(lost)} of these "
+            f"{len(below)}; {len(scored) - len(lost)} of {len(scored)} within {FLOOR}x."
             if confirmed
             else ""
         ),

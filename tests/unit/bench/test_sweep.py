@@ -60,6 +60,6 @@ def test_a_scenario_below_the_floor_is_a_loss_only_if_it_stays_below_on_more_see
     }
     text = report(scored, "python -m bench.sweep", 1.0, 3, confirmed, 16)
     assert "1 of 3 at 3 seeds" in text
-    assert "1 of the 2 below stay below: 2 of 3 within" in text
+    assert "still below: 1 of these 2; 2 of 3 within" in text
     assert "| 0.900 | 1.020 (p95_s 1.0 against x 1.0) |" in text
     assert "| 1.010 |  |" in text
