@@ -13,6 +13,8 @@ from one WebSocket client (a batch posted one prompt after another, as a client 
 latencies are read on the client and converted back to unscaled seconds. A load is a job whose
 loader node ran (not listed by `execution_cached`). The simulator runs the same jobs with the
 gateway's dispatch and, by default, with speeds learned online as the gateway learns them.
+With `--out FILE.md`, `FILE.png` beside it plots ours / the best baseline per cell
+(`bench.live_plot`).
 
     python -m bench.live [--cases poisson50,poisson80,batch500] [--jobs 300] [--seeds 0,1,2]
                          [--time-scale 0.25] [--farm standard] [--k 8] [--fresh] [--out FILE]
@@ -42,6 +44,7 @@ import httpx
 import numpy as np
 from websockets.asyncio.client import connect
 
+from bench import live_plot
 from bench.sim.bounds import warm_best_s
 from bench.sim.engine import SimConfig, Simulator
 from bench.sim.farm import parse_farm
@@ -530,6 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = f"# Live gateway vs simulator\n\nMade by `{command.strip()}`.\n\n{body}\n"
     if args.out:
         args.out.write_text(text)
+        cells = live_plot.judge(live_plot.parse(text))
+        if cells:
+            live_plot.plot(cells, args.out.with_suffix(".png"), command)
     print(text)
     return 0
 
