@@ -90,7 +90,10 @@ def loader(
 ) -> Lane:
     """Where the next job of the queue `chooser` would serve goes: among the lanes free no
     later than the chooser (those warm for it, if the chooser is), as `choice.land` picks; a
-    job the chooser takes from behind the queue's next one stays with it."""
+    job the chooser takes from behind the queue's next one stays with it. An idle lane that
+    left every queue to others (`done`, idle) is still a candidate: it left them because
+    another finishes them sooner, and `land` weighs exactly that (a like card within the tie
+    that evicts less takes the load)."""
     if option.behind:
         return chooser
     job = option.queue.first
@@ -99,7 +102,7 @@ def loader(
         lane
         for lane in peers(option, chooser, farm)
         if lane.slots > 0
-        and lane.name not in done
+        and (lane.name not in done or is_idle(lane))
         and max(lane.ready_s, farm.now_s) <= free_at_s
         and can_run(job, lane.worker)
     ]

@@ -490,7 +490,8 @@ class Search:
         candidates = [
             (lane, self.landing(lane, index, job))
             for lane in peers(option, chooser, self.farm)
-            if self.waiting(lane)
+            if lane.slots > 0
+            and lane.name not in self.done
             and self.may_run(lane, index)
             and max(lane.ready_s, self.farm.now_s) <= free_at_s
         ]

@@ -506,6 +506,18 @@ LIKE_CARDS = {
         ),
         "cheap",
     ),
+    # "cheap" is asked first (the names break the tie of like cards) and leaves the job to
+    # "dear", which finishes it 0.2 s sooner; the load still goes where it evicts nothing wanted.
+    "like cards: an idle one that left the job to a peer a hair sooner still takes the load": (
+        load_of_a(
+            [
+                worker("cheap", ("m6",), load_s=4.2, cache_slots=1),
+                worker("dear", ("m1",), cache_slots=1),
+            ],
+            demand_per_s=M1_TRAFFIC,
+        ),
+        "cheap",
+    ),
     # Done in 4 + 0.25 s against 4 + 1 s: outside the 10 % tie.
     "a card clearly faster (4x) takes the load, though it evicts a model a waiting job needs": (
         load_of_a([worker("dear", ("m2", "m1"), speed=40.0, cache_slots=2), CHEAP], NEEDS_M1),
