@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import ratio_plot
+
 OURS = "affinity"
 HIGHER_IS_BETTER = ("goodput/s",)
 SKIPPED = ("loads/100",)
@@ -115,17 +117,8 @@ def plot(cells: Sequence[Cell], path: Path, command: str) -> None:
     ax.invert_yaxis()
     low = min([0.9, *(min(c.live, c.sim) for c in cells)])
     ax.set_xlim(low * 0.95, max([1.1, *(max(c.live, c.sim) for c in cells)]) * 1.02)
-    ax.set_xlabel(
-        "ours / the cell's best baseline (latency, makespan inverted): >= 1, ours as good "
-        "or better",
-        fontsize=8,
-    )
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
-    fig.text(0.01, 0.002, command, fontsize=6, color="gray")
-    fig.tight_layout(rect=(0, 0.01, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    xlabel = "ours / the cell's best baseline (latency, makespan inverted): >= 1, ours as good"
+    ratio_plot.finish(fig, ax, path, command, xlabel + " or better", columns=3)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

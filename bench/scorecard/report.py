@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench import ratio_plot
 from bench.scorecard.goals import (
     FLOOR,
     LOADS,
@@ -169,17 +170,11 @@ def plot(judged: Sequence[Judged], path: Path, command: str) -> None:
     for label, j in zip(ax.get_yticklabels(), judged, strict=True):
         label.set_color("black" if j.ok else "firebrick")
     ax.invert_yaxis()
-    ax.set_xlabel(
+    xlabel = (
         f"ours / best baseline (>= 1: ours at least as good; clipped to {LOW}-{HIGH}); "
-        "a cell in red misses a goal",
-        fontsize=8,
+        "a cell in red misses a goal"
     )
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, frameon=False)
-    fig.text(0.01, 0.002, command, fontsize=6, color="gray")
-    fig.tight_layout(rect=(0, 0.01, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ratio_plot.finish(fig, ax, path, command, xlabel, columns=5)
 
 
 def _clip(value: float) -> float:
