@@ -7,6 +7,7 @@ import random
 import pytest
 
 from gateway.learning.speed import (
+    Learning,
     SpeedEstimate,
     observe,
     seed,
@@ -101,6 +102,36 @@ def test_a_shift_is_counted_only_when_the_pace_really_changes() -> None:
     assert steady.shifts == 0  # 5 % noise never fires
     slowed = learn(steady, 15, rng, scale=2.0)
     assert slowed.shifts == 1
+
+
+def jittered(est: SpeedEstimate, jobs: int, job_s: float, seed_: int, learning: Learning) -> int:
+    """Shifts after `jobs` jobs of `job_s` seconds timed with a relay's jitter: +-10 ms, and one
+    job in five delivered 45 ms late (a busy event loop)."""
+    rng = random.Random(seed_)
+    for _ in range(jobs):
+        late = 0.045 if rng.random() < 0.2 else 0.0
+        est = observe(est, 4.0, job_s + rng.uniform(-0.01, 0.01) + late, learning)
+    return est.shifts
+
+
+@pytest.mark.parametrize("seed_", range(5))
+def test_jobs_of_tens_of_milliseconds_do_not_shift_on_timing_jitter(seed_: int) -> None:
+    assert jittered(seed(4.0, 0.06), 400, 0.06, seed_, Learning()) == 0
+
+
+def test_without_the_noise_floor_the_same_jitter_shifts_the_pace() -> None:
+    no_floor = Learning(timing_noise_s=0.0)
+    assert sum(jittered(seed(4.0, 0.06), 400, 0.06, s, no_floor) for s in range(5)) >= 3
+
+
+def test_a_short_job_that_truly_slows_down_still_shifts() -> None:
+    """60 ms jobs, then twice as slow: the shift comes within 5 jobs, as with no floor."""
+    rng = random.Random(0)
+    est = seed(4.0, 0.06)
+    for _ in range(50):
+        est = observe(est, 4.0, 0.06 + rng.uniform(-0.01, 0.01))
+    assert est.shifts == 0
+    assert jittered(est, 5, 0.12, 1, Learning()) == 1
 
 
 STEADY = learn(seed(5.0, true_s(5.0)), 50, random.Random(5))
